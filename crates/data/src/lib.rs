@@ -1,0 +1,16 @@
+//! The 3-digit addition task of Lee et al. (2024) as the paper uses it.
+//!
+//! - [`tokenizer`]: the 14-symbol character vocabulary.
+//! - [`task`]: the training and test sets, deterministic from a seed.
+//! - [`windows`]: batches of random windows cut from the joined training stream.
+//! - [`prompt`]: evaluation prompts and the parser that reads an answer back.
+
+pub mod prompt;
+pub mod task;
+pub mod tokenizer;
+pub mod windows;
+
+pub use prompt::{Prompt, parse_answer};
+pub use task::{AdditionTask, Pair, TaskConfig, TaskError, carries};
+pub use tokenizer::{TokenError, Tokenizer};
+pub use windows::{WindowBatch, WindowSampler};

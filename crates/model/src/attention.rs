@@ -1,0 +1,65 @@
+//! Multi-head self-attention, causal or bidirectional.
+
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig, Linear};
+use burn::tensor::activation::softmax;
+use burn::tensor::{Bool, Tensor};
+
+use crate::block::linear;
+use crate::config::{AttentionMask, DecoderConfig};
+
+#[derive(Module, Debug)]
+pub struct SelfAttention {
+    /// Query, key and value projections in one matrix (width -> 3 x width).
+    c_attn: Linear,
+    /// Output projection back into the residual stream.
+    c_proj: Linear,
+    attn_dropout: Dropout,
+    resid_dropout: Dropout,
+    n_head: usize,
+    causal: bool,
+}
+
+impl SelfAttention {
+    pub fn new(config: &DecoderConfig, device: &burn::tensor::Device) -> Self {
+        let c = config.n_embd;
+        Self {
+            c_attn: linear(c, 3 * c, 0.02, config.bias, device),
+            c_proj: linear(c, c, projection_std(config), config.bias, device),
+            attn_dropout: DropoutConfig::new(config.dropout).init(),
+            resid_dropout: DropoutConfig::new(config.dropout).init(),
+            n_head: config.n_head,
+            causal: config.mask == AttentionMask::Causal,
+        }
+    }
+
+    /// `x`: `[batch, time, width]` -> `[batch, time, width]`.
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let [batch, time, width] = x.dims();
+        let head_dim = width / self.n_head;
+        let split_heads = |t: Tensor<3>| {
+            t.reshape([batch, time, self.n_head, head_dim])
+                .swap_dims(1, 2)
+        };
+        let mut qkv = self.c_attn.forward(x).chunk(3, 2).into_iter().map(split_heads);
+        let (q, k, v) = (qkv.next().unwrap(), qkv.next().unwrap(), qkv.next().unwrap());
+
+        let mut scores = q.matmul(k.swap_dims(2, 3)).div_scalar((head_dim as f32).sqrt());
+        if self.causal {
+            // `tril_mask` is true strictly above the diagonal: the future keys to hide.
+            let future = Tensor::<2, Bool>::tril_mask([time, time], 0, &scores.device());
+            scores = scores.mask_fill(future.unsqueeze::<4>(), f32::NEG_INFINITY);
+        }
+        let weights = self.attn_dropout.forward(softmax(scores, 3));
+        let y = weights
+            .matmul(v)
+            .swap_dims(1, 2)
+            .reshape([batch, time, width]);
+        self.resid_dropout.forward(self.c_proj.forward(y))
+    }
+}
+
+/// nanoGPT's scaled initialisation of the projections that write into the residual stream.
+pub fn projection_std(config: &DecoderConfig) -> f64 {
+    0.02 / (2.0 * config.n_layer as f64).sqrt()
+}

@@ -1,0 +1,88 @@
+//! One pre-LayerNorm transformer layer, with or without its two residual connections.
+
+use burn::module::Module;
+use burn::nn::{Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::{Device, Tensor};
+
+use crate::attention::SelfAttention;
+use crate::config::DecoderConfig;
+use crate::mlp::Mlp;
+
+/// The named activations of one layer (TransformerLens's hook points), each `[batch, time, width]`.
+#[derive(Debug, Clone)]
+pub struct LayerActivations {
+    /// The layer's input.
+    pub resid_pre: Tensor<3>,
+    /// The attention branch's output.
+    pub attn_out: Tensor<3>,
+    /// After the attention branch: `resid_pre + attn_out`, or `attn_out` in an ablated layer.
+    pub resid_mid: Tensor<3>,
+    /// The MLP branch's output.
+    pub mlp_out: Tensor<3>,
+    /// The layer's output: `resid_mid + mlp_out`, or `mlp_out` in an ablated layer.
+    pub resid_post: Tensor<3>,
+}
+
+#[derive(Module, Debug)]
+pub struct Block {
+    ln_1: LayerNorm,
+    attn: SelfAttention,
+    ln_2: LayerNorm,
+    mlp: Mlp,
+    /// False in an ablated layer: `x = attn(ln_1(x))`, then `x = mlp(ln_2(x))`.
+    residual: bool,
+}
+
+impl Block {
+    pub fn new(config: &DecoderConfig, index: usize, device: &Device) -> Self {
+        Self {
+            ln_1: layer_norm(config, device),
+            attn: SelfAttention::new(config, device),
+            ln_2: layer_norm(config, device),
+            mlp: Mlp::new(config, device),
+            residual: config.has_residual(index),
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.forward_cached(x).resid_post
+    }
+
+    /// The forward pass, keeping every named activation.
+    pub fn forward_cached(&self, resid_pre: Tensor<3>) -> LayerActivations {
+        let attn_out = self.attn.forward(self.ln_1.forward(resid_pre.clone()));
+        let resid_mid = self.join(resid_pre.clone(), attn_out.clone());
+        let mlp_out = self.mlp.forward(self.ln_2.forward(resid_mid.clone()));
+        let resid_post = self.join(resid_mid.clone(), mlp_out.clone());
+        LayerActivations {
+            resid_pre,
+            attn_out,
+            resid_mid,
+            mlp_out,
+            resid_post,
+        }
+    }
+
+    fn join(&self, stream: Tensor<3>, branch: Tensor<3>) -> Tensor<3> {
+        if self.residual { stream + branch } else { branch }
+    }
+}
+
+/// A Linear layer with nanoGPT's initialisation: weights normal(0, `std`), biases zero.
+pub fn linear(d_in: usize, d_out: usize, std: f64, bias: bool, device: &Device) -> Linear {
+    let mut layer = LinearConfig::new(d_in, d_out)
+        .with_bias(false)
+        .with_initializer(Initializer::Normal { mean: 0.0, std })
+        .init(device);
+    if bias {
+        layer.bias = Some(Initializer::Zeros.init([d_out], device));
+    }
+    layer
+}
+
+pub fn layer_norm(config: &DecoderConfig, device: &Device) -> LayerNorm {
+    LayerNormConfig::new(config.n_embd)
+        .with_epsilon(1e-5)
+        .with_bias(config.bias)
+        .init(device)
+}

@@ -1,0 +1,17 @@
+//! A nanoGPT-style decoder whose symmetry breakers can be switched off one by one:
+//! the positional encoding (learned or none), the attention mask (causal or bidirectional) and
+//! the two residual connections of chosen layers.
+//!
+//! - [`config`]: [`DecoderConfig`], everything that defines a model, validated.
+//! - [`attention`], [`mlp`], [`block`]: the parts of one layer.
+//! - [`decoder`]: the whole model, its forward pass with an activation cache, and greedy decoding.
+
+pub mod attention;
+pub mod block;
+pub mod config;
+pub mod decoder;
+pub mod mlp;
+
+pub use block::LayerActivations;
+pub use config::{AttentionMask, ConfigError, DecoderConfig, PositionalEncoding};
+pub use decoder::{ActivationCache, Decoder};

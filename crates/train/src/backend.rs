@@ -1,0 +1,78 @@
+//! The tensor backends compiled into this build, chosen at run time by name.
+
+use std::fmt;
+
+use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Burn's ndarray CPU backend.
+    Ndarray,
+    /// Burn's flex CPU backend.
+    Flex,
+    /// Burn's wgpu GPU backend (Vulkan, Metal or DirectX).
+    Wgpu,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 3] = [Backend::Ndarray, Backend::Flex, Backend::Wgpu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Ndarray => "ndarray",
+            Backend::Flex => "flex",
+            Backend::Wgpu => "wgpu",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| format!("unknown backend {name:?}; the backends are ndarray, flex and wgpu"))
+    }
+
+    pub fn is_compiled(self) -> bool {
+        match self {
+            Backend::Ndarray => cfg!(feature = "ndarray"),
+            Backend::Flex => cfg!(feature = "flex"),
+            Backend::Wgpu => cfg!(feature = "wgpu"),
+        }
+    }
+
+    /// The default: the first compiled-in CPU backend, else wgpu.
+    pub fn default_compiled() -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|b| b.is_compiled())
+            .expect("at least one backend feature (ndarray, flex or wgpu) is enabled")
+    }
+
+    /// The device of this backend (without autodiff), or an error naming the cargo feature.
+    pub fn device(self) -> Result<Device, String> {
+        if !self.is_compiled() {
+            return Err(format!(
+                "backend {self} is not compiled into this build; rebuild with `--features {self}`"
+            ));
+        }
+        Ok(match self {
+            #[cfg(feature = "ndarray")]
+            #[allow(deprecated)]
+            Backend::Ndarray => Device::ndarray(),
+            #[cfg(feature = "flex")]
+            Backend::Flex => Device::flex(),
+            #[cfg(feature = "wgpu")]
+            Backend::Wgpu => Device::wgpu(burn::tensor::DeviceKind::default()),
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("checked by is_compiled"),
+        })
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
