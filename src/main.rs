@@ -11,7 +11,11 @@ use symbreak_train::run::{self, RunError};
 use symbreak_train::{Backend, Override, RunConfig};
 
 #[derive(Parser)]
-#[command(name = "symbreak", version, about = "Breaking Symmetry When Training Transformers: experiments on 3-digit addition")]
+#[command(
+    name = "symbreak",
+    version,
+    about = "Breaking Symmetry When Training Transformers: experiments on 3-digit addition"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -110,10 +114,16 @@ impl ConfigArgs {
             overrides.push(Override::new("model.ablate", parse_layers(a)?));
         }
         if let Some(seed) = self.seed {
-            overrides.push(Override::new("train.seed", toml::Value::Integer(seed as i64)));
+            overrides.push(Override::new(
+                "train.seed",
+                toml::Value::Integer(seed as i64),
+            ));
         }
         if let Some(steps) = self.steps {
-            overrides.push(Override::new("train.steps", toml::Value::Integer(steps as i64)));
+            overrides.push(Override::new(
+                "train.steps",
+                toml::Value::Integer(steps as i64),
+            ));
         }
         for set in &self.set {
             overrides.push(Override::parse(set).map_err(|e| RunError::Usage(e.0))?);
@@ -128,9 +138,15 @@ impl ConfigArgs {
         match (&self.config, &self.preset) {
             (Some(path), _) => {
                 let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-                Ok((RunConfig::from_file(path, &overrides).map_err(usage)?, stem.unwrap_or_default()))
+                Ok((
+                    RunConfig::from_file(path, &overrides).map_err(usage)?,
+                    stem.unwrap_or_default(),
+                ))
             }
-            (None, Some(name)) => Ok((RunConfig::preset_with(name, &overrides).map_err(usage)?, name.clone())),
+            (None, Some(name)) => Ok((
+                RunConfig::preset_with(name, &overrides).map_err(usage)?,
+                name.clone(),
+            )),
             (None, None) => Err(RunError::Usage(format!(
                 "name a configuration: --config FILE or --preset NAME (presets: {})",
                 PRESETS.map(|(n, _)| n).join(", ")
@@ -145,9 +161,15 @@ fn parse_layers(text: &str) -> Result<toml::Value, RunError> {
     }
     text.split(',')
         .map(|layer| {
-            layer.trim().parse::<i64>().map(toml::Value::Integer).map_err(|_| {
-                RunError::Usage(format!("--ablate {text:?}: expected layer numbers like 3,4"))
-            })
+            layer
+                .trim()
+                .parse::<i64>()
+                .map(toml::Value::Integer)
+                .map_err(|_| {
+                    RunError::Usage(format!(
+                        "--ablate {text:?}: expected layer numbers like 3,4"
+                    ))
+                })
         })
         .collect::<Result<Vec<_>, _>>()
         .map(toml::Value::Array)
@@ -176,8 +198,8 @@ fn execute(command: Command) -> Result<(), RunError> {
         } => {
             let backend = backend.resolve()?;
             let (config, source) = config.resolve()?;
-            let out = out.unwrap_or_else(|| PathBuf::from("runs").join(source).join(config.run_name()));
-            println!("run {} on {backend}: {} parameters", out.display(), config.model.num_params());
+            let out =
+                out.unwrap_or_else(|| PathBuf::from("runs").join(source).join(config.run_name()));
             let result = run::train(&config, &out, resume, backend)?;
             println!(
                 "finished {}: exact match {:.2}% ({}/{}){} in {:.0}s",
@@ -212,7 +234,10 @@ fn execute(command: Command) -> Result<(), RunError> {
         } => {
             let run = run::load_finished(&run_dir, backend.resolve()?)?;
             let p = run::predict(&run, &question)?;
-            let answer = p.answer.map(|a| a.to_string()).unwrap_or_else(|| "no answer".into());
+            let answer = p
+                .answer
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "no answer".into());
             let verdict = if p.correct { "correct" } else { "wrong" };
             println!(
                 "{}+{} = {answer} (model wrote {:?}; {verdict}, the sum is {})",
@@ -226,8 +251,13 @@ fn execute(command: Command) -> Result<(), RunError> {
         Command::Model { config } => {
             let (config, _) = config.resolve()?;
             print!("{}", config.to_toml());
-            let device = Backend::default_compiled().device().map_err(RunError::Usage)?;
-            let model = config.model.init(&device).map_err(|e| RunError::Usage(e.to_string()))?;
+            let device = Backend::default_compiled()
+                .device()
+                .map_err(RunError::Usage)?;
+            let model = config
+                .model
+                .init(&device)
+                .map_err(|e| RunError::Usage(e.to_string()))?;
             println!("\nparameters: {}", model.num_params());
             Ok(())
         }

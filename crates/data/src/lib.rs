@@ -2,7 +2,7 @@
 //!
 //! - [`tokenizer`]: the 14-symbol character vocabulary.
 //! - [`task`]: the training and test sets, deterministic from a seed.
-//! - [`windows`]: batches of random windows cut from the joined training stream.
+//! - [`windows`]: training batches: random windows of the joined stream, or whole examples.
 //! - [`prompt`]: evaluation prompts and the parser that reads an answer back.
 
 pub mod prompt;
@@ -13,4 +13,6 @@ pub mod windows;
 pub use prompt::{Prompt, parse_answer};
 pub use task::{AdditionTask, Pair, TaskConfig, TaskError, carries};
 pub use tokenizer::{TokenError, Tokenizer};
-pub use windows::{WindowBatch, WindowSampler};
+pub use windows::{
+    Batching, IGNORED, LossTargets, WindowBatch, WindowSampler, answer_tokens, masks_targets,
+};

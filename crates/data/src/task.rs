@@ -111,7 +111,11 @@ impl TaskConfig {
                 &format!(
                     "must be at least {} (the one-digit pairs{} come first)",
                     self.fixed_lines(),
-                    if self.digits >= 3 { " and 900 pairs below 100" } else { "" }
+                    if self.digits >= 3 {
+                        " and 900 pairs below 100"
+                    } else {
+                        ""
+                    }
                 ),
             );
         }
@@ -274,7 +278,11 @@ mod tests {
         let one_digit = task.train.iter().filter(|p| p.a < 10 && p.b < 10).count();
         assert_eq!(one_digit, 100);
         assert!(task.train[..100].iter().all(|p| p.a < 10 && p.b < 10));
-        assert!(task.train[100..1_000].iter().all(|p| p.a < 100 && p.b < 100));
+        assert!(
+            task.train[100..1_000]
+                .iter()
+                .all(|p| p.a < 100 && p.b < 100)
+        );
         assert!(task.train.iter().all(|p| p.a < 1_000 && p.b < 1_000));
         let mut per_carry = [0usize; 4];
         for p in &task.train {

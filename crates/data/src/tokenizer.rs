@@ -90,9 +90,21 @@ mod tests {
     #[test]
     fn unknown_characters_and_ids_are_named() {
         let err = Tokenizer::encode("$12-3").unwrap_err();
-        assert_eq!(err, TokenError::UnknownChar { ch: '-', position: 3 });
+        assert_eq!(
+            err,
+            TokenError::UnknownChar {
+                ch: '-',
+                position: 3
+            }
+        );
         assert!(err.to_string().contains("'-'"));
         let err = Tokenizer::decode(&[4, 14]).unwrap_err();
-        assert_eq!(err, TokenError::UnknownId { id: 14, position: 1 });
+        assert_eq!(
+            err,
+            TokenError::UnknownId {
+                id: 14,
+                position: 1
+            }
+        );
     }
 }

@@ -1,24 +1,57 @@
-//! Training batches as the reference cuts them: the shuffled training lines joined into one
-//! character stream, each row a random window of `block` characters (rows begin and end
-//! mid-example), the target the same window shifted by one.
+//! Training batches, cut in one of two ways:
 //!
-//! A window is a pure function of the sampler's seed and the window's index, so a run that
-//! resumes at step `s` sees exactly the batches an uninterrupted run would have seen.
+//! - [`Batching::Windows`], the reference: the shuffled training lines joined into one character
+//!   stream, each row a random window of `block` characters (rows begin and end mid-example),
+//!   the target the same window shifted by one.
+//! - [`Batching::Examples`]: each row one random training line from position 0, padded with
+//!   newlines to the longest line; fewer wasted tokens, faster learning on a CPU budget.
+//!
+//! Either way the loss can count every next token, or only the answer tokens (the answer and its
+//! closing `$`); uncounted targets are set to [`IGNORED`]. A batch is a pure function of the
+//! sampler's seed and the index of its first row, so a resumed run sees exactly the batches an
+//! uninterrupted run would have seen.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
 use crate::tokenizer::{TokenError, Tokenizer};
 
+/// How training rows are cut from the training lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Batching {
+    Windows,
+    Examples,
+}
+
+/// Which next-token targets the loss counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LossTargets {
+    /// Every position (the reference).
+    All,
+    /// Only the answer digits and the closing `$`.
+    Answer,
+}
+
+/// The target id of positions the loss skips: the newline, which no answer contains.
+pub const IGNORED: i64 = 0;
+
 #[derive(Debug, Clone)]
 pub struct WindowSampler {
-    stream: Vec<i64>,
-    block: usize,
+    batching: Batching,
+    targets: LossTargets,
+    /// Windows: the joined stream. Examples: the lines, each padded to `width + 1` tokens.
+    tokens: Vec<i64>,
+    /// Whether each token of `tokens` is part of an answer (digits after `=`, closing `$`).
+    in_answer: Vec<bool>,
+    width: usize,
     seed: u64,
 }
 
-/// `rows` windows of `block` tokens, row-major.
+/// `rows` rows of `width` tokens, row-major.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowBatch {
     pub rows: usize,
@@ -27,64 +60,145 @@ pub struct WindowBatch {
     pub targets: Vec<i64>,
 }
 
+/// Whether batches cut this way hold [`IGNORED`] targets: with answer-only loss, or with the
+/// padding of whole examples.
+pub fn masks_targets(batching: Batching, targets: LossTargets) -> bool {
+    targets == LossTargets::Answer || batching == Batching::Examples
+}
+
+/// Marks the answer tokens of a token sequence: those after `=` up to and including the next `$`.
+pub fn answer_tokens(tokens: &[i64]) -> Vec<bool> {
+    let (equals, dollar) = (
+        Tokenizer::id('=').unwrap() as i64,
+        Tokenizer::id('$').unwrap() as i64,
+    );
+    let mut inside = false;
+    tokens
+        .iter()
+        .map(|&t| {
+            if inside {
+                inside = t != dollar;
+                true
+            } else {
+                inside = t == equals;
+                false
+            }
+        })
+        .collect()
+}
+
 impl WindowSampler {
-    /// Shuffles `lines` with `seed`, joins them and tokenizes the stream.
+    /// Windows of `block` tokens over the lines shuffled with `seed` (the reference batching).
     pub fn new(lines: &[String], block: usize, seed: u64) -> Result<Self, TokenError> {
+        Self::with(lines, Batching::Windows, LossTargets::All, block, seed)
+    }
+
+    pub fn with(
+        lines: &[String],
+        batching: Batching,
+        targets: LossTargets,
+        block: usize,
+        seed: u64,
+    ) -> Result<Self, TokenError> {
         let mut order: Vec<&String> = lines.iter().collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-        let text: String = order.into_iter().map(String::as_str).collect();
-        let stream = Tokenizer::encode(&text)?
-            .into_iter()
-            .map(|id| id as i64)
-            .collect::<Vec<_>>();
+        let encoded: Vec<Vec<i64>> = order
+            .iter()
+            .map(|line| {
+                Ok(Tokenizer::encode(line)?
+                    .into_iter()
+                    .map(|id| id as i64)
+                    .collect())
+            })
+            .collect::<Result<_, TokenError>>()?;
+        let (tokens, width) = match batching {
+            Batching::Windows => (encoded.concat(), block),
+            Batching::Examples => {
+                let longest = encoded.iter().map(Vec::len).max().unwrap_or(1);
+                let padded = encoded
+                    .iter()
+                    .flat_map(|line| {
+                        line.iter()
+                            .copied()
+                            .chain(std::iter::repeat(IGNORED))
+                            .take(longest)
+                    })
+                    .collect();
+                (padded, (longest - 1).min(block))
+            }
+        };
         assert!(
-            stream.len() > block,
-            "the training stream ({} characters) must be longer than a block ({block})",
-            stream.len()
+            tokens.len() > width,
+            "the training lines ({} tokens) must be longer than a row ({width})",
+            tokens.len()
         );
+        let in_answer = answer_tokens(&tokens);
         Ok(Self {
-            stream,
-            block,
+            batching,
+            targets,
+            tokens,
+            in_answer,
+            width,
             seed,
         })
     }
 
+    /// The joined (windows) or padded (examples) training tokens.
     pub fn stream(&self) -> &[i64] {
-        &self.stream
+        &self.tokens
     }
 
+    /// Tokens per row.
     pub fn block(&self) -> usize {
-        self.block
+        self.width
     }
 
-    /// The start of window number `index` in the stream.
+    /// Whether some targets are [`IGNORED`] (the loss must skip that id).
+    pub fn masks_targets(&self) -> bool {
+        masks_targets(self.batching, self.targets)
+    }
+
+    /// Where row number `index` starts in [`Self::stream`].
     pub fn start(&self, index: u64) -> usize {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         rng.set_stream(index);
-        rng.random_range(0..self.stream.len() - self.block)
+        match self.batching {
+            Batching::Windows => rng.random_range(0..self.tokens.len() - self.width),
+            Batching::Examples => {
+                let line_len = self.width + 1;
+                rng.random_range(0..self.tokens.len() / line_len) * line_len
+            }
+        }
     }
 
-    /// Inputs and targets of window number `index`.
-    pub fn window(&self, index: u64) -> (&[i64], &[i64]) {
+    /// Inputs and targets of row number `index`.
+    pub fn window(&self, index: u64) -> (Vec<i64>, Vec<i64>) {
         let start = self.start(index);
-        (
-            &self.stream[start..start + self.block],
-            &self.stream[start + 1..start + self.block + 1],
-        )
+        let inputs = self.tokens[start..start + self.width].to_vec();
+        let targets = (start + 1..start + self.width + 1)
+            .map(|i| {
+                let counted = match self.targets {
+                    LossTargets::All => true,
+                    LossTargets::Answer => self.in_answer[i],
+                };
+                if counted { self.tokens[i] } else { IGNORED }
+            })
+            .collect();
+        (inputs, targets)
     }
 
-    /// The windows `first..first + rows` as one batch.
+    /// The rows `first..first + rows` as one batch.
     pub fn batch(&self, first: u64, rows: usize) -> WindowBatch {
-        let mut inputs = Vec::with_capacity(rows * self.block);
-        let mut targets = Vec::with_capacity(rows * self.block);
+        let mut inputs = Vec::with_capacity(rows * self.width);
+        let mut targets = Vec::with_capacity(rows * self.width);
         for index in first..first + rows as u64 {
             let (x, y) = self.window(index);
-            inputs.extend_from_slice(x);
-            targets.extend_from_slice(y);
+            inputs.extend(x);
+            targets.extend(y);
         }
         WindowBatch {
             rows,
-            block: self.block,
+            block: self.width,
             inputs,
             targets,
         }
@@ -96,20 +210,25 @@ mod tests {
     use super::*;
     use crate::task::{AdditionTask, TaskConfig};
 
+    fn lines() -> Vec<String> {
+        AdditionTask::generate(&TaskConfig::default())
+            .unwrap()
+            .train_lines()
+    }
+
     fn sampler(seed: u64) -> WindowSampler {
-        let task = AdditionTask::generate(&TaskConfig::default()).unwrap();
-        WindowSampler::new(&task.train_lines(), 32, seed).unwrap()
+        WindowSampler::new(&lines(), 32, seed).unwrap()
+    }
+
+    fn text(ids: &[i64]) -> String {
+        Tokenizer::decode(&ids.iter().map(|&t| t as usize).collect::<Vec<_>>()).unwrap()
     }
 
     #[test]
     fn stream_holds_every_line_once() {
-        let task = AdditionTask::generate(&TaskConfig::default()).unwrap();
-        let lines = task.train_lines();
+        let lines = lines();
         let sampler = WindowSampler::new(&lines, 32, 7).unwrap();
-        let text = Tokenizer::decode(
-            &sampler.stream().iter().map(|&t| t as usize).collect::<Vec<_>>(),
-        )
-        .unwrap();
+        let text = text(sampler.stream());
         let mut from_stream: Vec<&str> = text.split_terminator('\n').collect();
         let mut original: Vec<&str> = lines.iter().map(|l| l.trim_end()).collect();
         assert_ne!(from_stream, original, "the lines are shuffled");
@@ -140,5 +259,64 @@ mod tests {
         assert_ne!(a.batch(100, 8), sampler(4).batch(100, 8));
         let starts: std::collections::HashSet<_> = (0..200).map(|i| a.start(i)).collect();
         assert!(starts.len() > 190, "windows start at varied places");
+    }
+
+    #[test]
+    fn answer_tokens_are_the_digits_after_equals_and_the_closing_dollar() {
+        let ids: Vec<i64> = Tokenizer::encode("3$12+5=71$\n$1+1=2$\n")
+            .unwrap()
+            .into_iter()
+            .map(|t| t as i64)
+            .collect();
+        let marked: String = answer_tokens(&ids)
+            .iter()
+            .zip("3$12+5=71$\n$1+1=2$\n".chars())
+            .map(|(&inside, c)| if inside { c } else { '.' })
+            .collect();
+        assert_eq!(marked, ".......71$......2$.");
+    }
+
+    #[test]
+    fn answer_only_targets_skip_everything_else() {
+        let s =
+            WindowSampler::with(&lines(), Batching::Windows, LossTargets::Answer, 32, 1).unwrap();
+        assert!(s.masks_targets());
+        let batch = s.batch(0, 16);
+        let counted: Vec<i64> = batch
+            .targets
+            .iter()
+            .copied()
+            .filter(|&t| t != IGNORED)
+            .collect();
+        assert!(!counted.is_empty());
+        let equals = Tokenizer::id('=').unwrap() as i64;
+        let plus = Tokenizer::id('+').unwrap() as i64;
+        assert!(counted.iter().all(|&t| t != equals && t != plus));
+    }
+
+    #[test]
+    fn examples_start_each_row_at_a_line() {
+        let s =
+            WindowSampler::with(&lines(), Batching::Examples, LossTargets::Answer, 256, 5).unwrap();
+        assert_eq!(
+            s.block(),
+            14,
+            "the longest line, $999+999=8991$ and its newline, has 15 tokens"
+        );
+        let batch = s.batch(0, 8);
+        for row in 0..8 {
+            let x = &batch.inputs[row * 14..(row + 1) * 14];
+            let y = &batch.targets[row * 14..(row + 1) * 14];
+            let line = text(x);
+            assert!(line.starts_with('$'), "{line:?}");
+            let (question, rest) = line.split_once('=').unwrap();
+            let answer: String = rest.chars().take_while(|&c| c != '$').collect();
+            let expected: String = y
+                .iter()
+                .filter(|&&t| t != IGNORED)
+                .map(|&t| text(&[t]))
+                .collect();
+            assert_eq!(expected, format!("{answer}$"), "row {row} ({question})");
+        }
     }
 }

@@ -41,10 +41,21 @@ impl SelfAttention {
             t.reshape([batch, time, self.n_head, head_dim])
                 .swap_dims(1, 2)
         };
-        let mut qkv = self.c_attn.forward(x).chunk(3, 2).into_iter().map(split_heads);
-        let (q, k, v) = (qkv.next().unwrap(), qkv.next().unwrap(), qkv.next().unwrap());
+        let mut qkv = self
+            .c_attn
+            .forward(x)
+            .chunk(3, 2)
+            .into_iter()
+            .map(split_heads);
+        let (q, k, v) = (
+            qkv.next().unwrap(),
+            qkv.next().unwrap(),
+            qkv.next().unwrap(),
+        );
 
-        let mut scores = q.matmul(k.swap_dims(2, 3)).div_scalar((head_dim as f32).sqrt());
+        let mut scores = q
+            .matmul(k.swap_dims(2, 3))
+            .div_scalar((head_dim as f32).sqrt());
         if self.causal {
             // `tril_mask` is true strictly above the diagonal: the future keys to hide.
             let future = Tensor::<2, Bool>::tril_mask([time, time], 0, &scores.device());

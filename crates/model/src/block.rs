@@ -64,7 +64,11 @@ impl Block {
     }
 
     fn join(&self, stream: Tensor<3>, branch: Tensor<3>) -> Tensor<3> {
-        if self.residual { stream + branch } else { branch }
+        if self.residual {
+            stream + branch
+        } else {
+            branch
+        }
     }
 }
 

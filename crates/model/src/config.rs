@@ -160,10 +160,22 @@ mod tests {
         assert_eq!(field_of(DecoderConfig::new().with_n_head(5)), "n_head");
         assert_eq!(field_of(DecoderConfig::new().with_n_head(0)), "n_head");
         assert_eq!(field_of(DecoderConfig::new().with_n_embd(0)), "n_embd");
-        assert_eq!(field_of(DecoderConfig::new().with_block_size(0)), "block_size");
-        assert_eq!(field_of(DecoderConfig::new().with_ablate(vec![7])), "ablate");
-        assert_eq!(field_of(DecoderConfig::new().with_ablate(vec![0])), "ablate");
-        assert_eq!(field_of(DecoderConfig::new().with_ablate(vec![2, 2])), "ablate");
+        assert_eq!(
+            field_of(DecoderConfig::new().with_block_size(0)),
+            "block_size"
+        );
+        assert_eq!(
+            field_of(DecoderConfig::new().with_ablate(vec![7])),
+            "ablate"
+        );
+        assert_eq!(
+            field_of(DecoderConfig::new().with_ablate(vec![0])),
+            "ablate"
+        );
+        assert_eq!(
+            field_of(DecoderConfig::new().with_ablate(vec![2, 2])),
+            "ablate"
+        );
         assert_eq!(field_of(DecoderConfig::new().with_dropout(1.0)), "dropout");
         let message = DecoderConfig::new()
             .with_ablate(vec![7])

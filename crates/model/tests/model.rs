@@ -24,7 +24,9 @@ fn small(ablate: Vec<usize>) -> Decoder {
 }
 
 fn tokens(batch: usize, time: usize) -> Tensor<2, Int> {
-    let data: Vec<i64> = (0..batch * time).map(|i| ((i * 7 + 3) % 14) as i64).collect();
+    let data: Vec<i64> = (0..batch * time)
+        .map(|i| ((i * 7 + 3) % 14) as i64)
+        .collect();
     Tensor::from_data(TensorData::new(data, [batch, time]), &device())
 }
 
@@ -49,10 +51,18 @@ fn ablated_layers_drop_both_residual_connections() {
             assert_eq!(post, sum, "layer {}", index + 1);
             let sum = values(layer.resid_pre.clone() + layer.attn_out.clone());
             assert_eq!(mid, sum, "layer {}", index + 1);
-            assert_ne!(post, values(layer.mlp_out.clone()), "layer {} keeps its residual", index + 1);
+            assert_ne!(
+                post,
+                values(layer.mlp_out.clone()),
+                "layer {} keeps its residual",
+                index + 1
+            );
         }
         if index > 0 {
-            assert_eq!(values(layer.resid_pre.clone()), values(cache.layers[index - 1].resid_post.clone()));
+            assert_eq!(
+                values(layer.resid_pre.clone()),
+                values(cache.layers[index - 1].resid_post.clone())
+            );
         }
     }
     assert_eq!(values(logits), values(model.forward(tokens(2, 10))));
@@ -64,8 +74,13 @@ fn parameter_count_matches_the_formula() {
     let model = paper.init(&device()).unwrap();
     assert_eq!(model.num_params(), paper.num_params());
     assert_eq!(model.num_params(), 10_725_504);
-    let nope = DecoderConfig::new().with_positional(PositionalEncoding::None).with_bias(true);
-    assert_eq!(nope.init(&device()).unwrap().num_params(), nope.num_params());
+    let nope = DecoderConfig::new()
+        .with_positional(PositionalEncoding::None)
+        .with_bias(true);
+    assert_eq!(
+        nope.init(&device()).unwrap().num_params(),
+        nope.num_params()
+    );
 }
 
 #[test]

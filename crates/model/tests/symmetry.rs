@@ -36,7 +36,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 33) % n as u64) as usize
     }
 
@@ -65,7 +68,10 @@ fn position(logits: &[f32], pos: usize) -> &[f32] {
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// The sequence with its first n-1 tokens reordered: `permuted[i] = tokens[p[i]]` for i < n-1.
@@ -104,12 +110,21 @@ fn bidirectional_nope_is_invariant_at_the_last_position_and_equivariant_elsewher
         for _ in 0..4 {
             let tokens = random_tokens(&mut rng);
             let p = rng.permutation(SEQ - 1);
-            let (original, permuted) = (logits(&model, &tokens), logits(&model, &permute(&tokens, &p)));
+            let (original, permuted) = (
+                logits(&model, &tokens),
+                logits(&model, &permute(&tokens, &p)),
+            );
             let last = max_diff(position(&original, SEQ - 1), position(&permuted, SEQ - 1));
-            assert!(last < TOLERANCE, "seed {seed}: last position moved by {last}");
+            assert!(
+                last < TOLERANCE,
+                "seed {seed}: last position moved by {last}"
+            );
             for (i, &source) in p.iter().enumerate() {
                 let moved = max_diff(position(&permuted, i), position(&original, source));
-                assert!(moved < TOLERANCE, "seed {seed}: output {i} is not output {source} ({moved})");
+                assert!(
+                    moved < TOLERANCE,
+                    "seed {seed}: output {i} is not output {source} ({moved})"
+                );
             }
         }
     }
@@ -121,7 +136,10 @@ fn the_causal_mask_breaks_the_symmetry() {
     for seed in [0, 1, 2] {
         let model = model(PositionalEncoding::None, AttentionMask::Causal, seed);
         let change = last_position_change(&model, &mut rng);
-        assert!(change > BROKEN, "seed {seed}: causal model changed only {change}");
+        assert!(
+            change > BROKEN,
+            "seed {seed}: causal model changed only {change}"
+        );
     }
 }
 
@@ -129,9 +147,16 @@ fn the_causal_mask_breaks_the_symmetry() {
 fn learned_positions_break_the_symmetry() {
     let mut rng = Lcg(3);
     for seed in [0, 1, 2] {
-        let model = model(PositionalEncoding::Learned, AttentionMask::Bidirectional, seed);
+        let model = model(
+            PositionalEncoding::Learned,
+            AttentionMask::Bidirectional,
+            seed,
+        );
         let change = last_position_change(&model, &mut rng);
-        assert!(change > BROKEN, "seed {seed}: learned-PE model changed only {change}");
+        assert!(
+            change > BROKEN,
+            "seed {seed}: learned-PE model changed only {change}"
+        );
     }
 }
 
@@ -146,8 +171,16 @@ fn causal_outputs_never_see_later_tokens() {
             let mut changed = tokens.clone();
             changed[k] = (changed[k] + 1) % VOCAB;
             let after = logits(&model, &changed);
-            assert_eq!(&after[..k * VOCAB], &original[..k * VOCAB], "positions before {k} moved");
-            assert_ne!(position(&after, k), position(&original, k), "position {k} itself must see its token");
+            assert_eq!(
+                &after[..k * VOCAB],
+                &original[..k * VOCAB],
+                "positions before {k} moved"
+            );
+            assert_ne!(
+                position(&after, k),
+                position(&original, k),
+                "position {k} itself must see its token"
+            );
         }
     }
 }

@@ -31,7 +31,9 @@ impl Backend {
         Self::ALL
             .into_iter()
             .find(|b| b.name() == name)
-            .ok_or_else(|| format!("unknown backend {name:?}; the backends are ndarray, flex and wgpu"))
+            .ok_or_else(|| {
+                format!("unknown backend {name:?}; the backends are ndarray, flex and wgpu")
+            })
     }
 
     pub fn is_compiled(self) -> bool {

@@ -214,7 +214,11 @@ impl Iterator for EvalIter<'_> {
 
 impl DataLoaderIterator<EvalBatch> for EvalIter<'_> {
     fn progress(&self) -> Progress {
-        Progress::new(self.rows_done, self.loader.num_items(), Some("prompts".into()))
+        Progress::new(
+            self.rows_done,
+            self.loader.num_items(),
+            Some("prompts".into()),
+        )
     }
 }
 
@@ -272,7 +276,8 @@ mod tests {
         for group in &groups {
             assert_eq!(group.tokens.len(), group.pairs.len() * group.line_len);
             for (row, pair) in group.pairs.iter().enumerate() {
-                let ids: Vec<usize> = group.tokens[row * group.line_len..(row + 1) * group.line_len]
+                let ids: Vec<usize> = group.tokens
+                    [row * group.line_len..(row + 1) * group.line_len]
                     .iter()
                     .map(|&t| t as usize)
                     .collect();
@@ -282,6 +287,10 @@ mod tests {
         let together = groups.iter().find(|g| g.pairs.len() == 2).unwrap();
         assert_eq!(together.prompt_len, 9);
         assert_eq!(eval_groups(&task, &pairs[1..2], 8)[0].line_len, 13);
-        assert_eq!(eval_groups(&task, &[pairs[1]; 5], 2).len(), 3, "at most max_rows per batch");
+        assert_eq!(
+            eval_groups(&task, &[pairs[1]; 5], 2).len(),
+            3,
+            "at most max_rows per batch"
+        );
     }
 }

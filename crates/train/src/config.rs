@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use symbreak_data::TaskConfig;
+use symbreak_data::{Batching, LossTargets, TaskConfig};
 use symbreak_model::{AttentionMask, DecoderConfig, PositionalEncoding};
 
 /// Everything that defines a run. Written beside its results as `config.toml`.
@@ -25,8 +25,13 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Optimiser steps.
     pub steps: usize,
-    /// Rows per batch, each a window of `model.block_size` tokens.
+    /// Rows per batch.
     pub batch_size: usize,
+    /// `windows` (the reference: random windows of `model.block_size` tokens of the joined
+    /// training lines) or `examples` (one training line per row, from position 0, padded).
+    pub batching: Batching,
+    /// `all` (the reference: every next token) or `answer` (the answer digits and closing `$`).
+    pub loss: LossTargets,
     /// Peak learning rate, reached after the warm-up.
     pub learning_rate: f64,
     /// The learning rate at the end of the cosine decay.
@@ -53,6 +58,8 @@ impl Default for TrainConfig {
             seed: 1337,
             steps: 5_000,
             batch_size: 256,
+            batching: Batching::Windows,
+            loss: LossTargets::All,
             learning_rate: 1e-3,
             min_learning_rate: 1e-4,
             warmup_steps: 100,
@@ -143,14 +150,14 @@ impl RunConfig {
     pub fn from_file(path: &Path, overrides: &[Override]) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
-        Self::from_toml(&text, overrides).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+        Self::from_toml(&text, overrides)
+            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))
     }
 
     /// Reads a configuration: missing fields take the reference defaults, unknown sections or
     /// fields are errors, the overrides apply last, and the result is validated.
     pub fn from_toml(text: &str, overrides: &[Override]) -> Result<Self, ConfigError> {
-        let mut table: toml::Table =
-            toml::from_str(text).map_err(|e| ConfigError(format!("malformed TOML: {e}")))?;
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| malformed(text, &e))?;
         for change in overrides {
             apply(&mut table, change)?;
         }
@@ -175,8 +182,12 @@ impl RunConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.model.validate().map_err(|e| ConfigError(e.to_string()))?;
-        self.data.validate().map_err(|e| ConfigError(e.to_string()))?;
+        self.model
+            .validate()
+            .map_err(|e| ConfigError(e.to_string()))?;
+        self.data
+            .validate()
+            .map_err(|e| ConfigError(e.to_string()))?;
         let t = &self.train;
         for (field, value) in [
             ("steps", t.steps),
@@ -253,6 +264,18 @@ impl RunConfig {
     }
 }
 
+/// A TOML syntax error on one line: where it is and what is wrong.
+fn malformed(text: &str, error: &toml::de::Error) -> ConfigError {
+    let line = error
+        .span()
+        .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+    let what = error.message().trim().replace('\n', "; ");
+    match line {
+        Some(line) => ConfigError(format!("malformed TOML at line {line}: {what}")),
+        None => ConfigError(format!("malformed TOML: {what}")),
+    }
+}
+
 fn apply(table: &mut toml::Table, change: &Override) -> Result<(), ConfigError> {
     let Some((section, field)) = change.key.split_once('.') else {
         return error(format!(
@@ -283,16 +306,23 @@ fn section<T: Serialize + DeserializeOwned>(
     else {
         unreachable!("a config section is a struct");
     };
+    let defaults = merged.clone();
     match table.get(name) {
         None => {}
         Some(toml::Value::Table(given)) => {
             for (key, value) in given {
-                if !merged.contains_key(key) {
-                    let known: Vec<&str> = merged.keys().map(String::as_str).collect();
+                if !defaults.contains_key(key) {
+                    let known: Vec<&str> = defaults.keys().map(String::as_str).collect();
                     return error(format!(
                         "{name}.{key}: unknown field; the fields of [{name}] are {}",
                         known.join(", ")
                     ));
+                }
+                // Each field alone over the defaults, so that a wrong value is named by its field.
+                let mut alone = defaults.clone();
+                alone.insert(key.clone(), value.clone());
+                if let Err(e) = toml::Value::Table(alone).try_into::<T>() {
+                    return error(format!("{name}.{key}: {}", e.message()));
                 }
                 merged.insert(key.clone(), value.clone());
             }
@@ -333,7 +363,10 @@ mod tests {
         assert_eq!(config.model.positional, PositionalEncoding::None);
         assert_eq!(config.model.ablate, vec![1, 2]);
         assert_eq!(config.train.seed, 7);
-        assert_eq!(RunConfig::from_toml(&config.to_toml(), &[]).unwrap(), config);
+        assert_eq!(
+            RunConfig::from_toml(&config.to_toml(), &[]).unwrap(),
+            config
+        );
         assert_eq!(config.run_name(), "nope-ablate-1_2-seed7");
     }
 
@@ -344,11 +377,18 @@ mod tests {
         assert!(message("[optimizer]\nlr = 1").contains("unknown section [optimizer]"));
         assert!(message("[model]\nn_head = 5").contains("model.n_head"));
         assert!(message("[model]\nablate = [9]").contains("model.ablate"));
-        assert!(message("[model]\npositional = \"rope\"").contains("[model]"));
+        assert!(
+            message("[model]\npositional = \"rope\"").contains("model.positional: unknown variant")
+        );
         assert!(message("[train]\nwarmup_steps = 6000").contains("train.decay_steps"));
         assert!(message("[model]\nblock_size = 8").contains("model.block_size"));
         assert!(message("not toml").contains("malformed TOML"));
         assert!(Override::parse("train.steps").is_err());
-        assert!(RunConfig::preset("huge").unwrap_err().0.contains("unknown preset"));
+        assert!(
+            RunConfig::preset("huge")
+                .unwrap_err()
+                .0
+                .contains("unknown preset")
+        );
     }
 }

@@ -34,7 +34,12 @@ impl Score {
 }
 
 /// Greedily decodes `max_new_tokens` after each prompt of the batch and counts exact answers.
-pub fn score_batch(model: &Decoder, task: &TaskConfig, batch: &EvalBatch, max_new_tokens: usize) -> Score {
+pub fn score_batch(
+    model: &Decoder,
+    task: &TaskConfig,
+    batch: &EvalBatch,
+    max_new_tokens: usize,
+) -> Score {
     let prompts = batch.lines.clone().narrow(1, 0, batch.prompt_len);
     let generated = model.generate(prompts, max_new_tokens);
     let ids = generated

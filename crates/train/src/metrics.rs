@@ -7,8 +7,8 @@ use burn::tensor::{Tensor, TensorReadError};
 use burn::train::Interrupter;
 use burn::train::metric::state::{FormatOptions, NumericMetricState};
 use burn::train::metric::{
-    Metric, MetricAttributes, MetricMetadata, MetricName, Numeric, NumericAttributes,
-    NumericEntry, SerializedEntry,
+    Metric, MetricAttributes, MetricMetadata, MetricName, Numeric, NumericAttributes, NumericEntry,
+    SerializedEntry,
 };
 
 use crate::evaluate::Score;
@@ -57,7 +57,11 @@ impl Metric for ExactMatchMetric {
         .into()
     }
 
-    fn update(&mut self, score: &Score, _: &MetricMetadata) -> Result<SerializedEntry, TensorReadError> {
+    fn update(
+        &mut self,
+        score: &Score,
+        _: &MetricMetadata,
+    ) -> Result<SerializedEntry, TensorReadError> {
         self.state.update(score.percent(), score.total);
         Ok(self.state.compute_update(self.format()))
     }
@@ -111,7 +115,11 @@ impl Metric for DivergenceGuard {
         Arc::new("Divergence Guard".to_string())
     }
 
-    fn update(&mut self, loss: &StepLoss, _: &MetricMetadata) -> Result<SerializedEntry, TensorReadError> {
+    fn update(
+        &mut self,
+        loss: &StepLoss,
+        _: &MetricMetadata,
+    ) -> Result<SerializedEntry, TensorReadError> {
         let value = loss.0.clone().mean().try_into_scalar::<f64>()?;
         if !value.is_finite() {
             self.interrupter.stop(Some(DIVERGED));

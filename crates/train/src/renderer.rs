@@ -56,7 +56,10 @@ impl RunRenderer {
         resumed: Resumed,
     ) -> std::io::Result<Self> {
         let fresh = !metrics_csv.exists();
-        let mut csv = File::options().create(true).append(true).open(metrics_csv)?;
+        let mut csv = File::options()
+            .create(true)
+            .append(true)
+            .open(metrics_csv)?;
         if fresh {
             writeln!(csv, "{METRICS_HEADER}")?;
         }
@@ -127,7 +130,10 @@ impl MetricsRendererTraining for RunRenderer {
         self.record(false, state);
     }
 
-    fn on_train_end(&mut self, _: Option<LearnerSummary>) -> Result<(), Box<dyn std::error::Error>> {
+    fn on_train_end(
+        &mut self,
+        _: Option<LearnerSummary>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
@@ -170,8 +176,12 @@ impl TrainingProgressLogger for RunRenderer {
             self.total_steps,
             show(train_loss),
             show(valid_loss),
-            accuracy.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
-            exact.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+            accuracy
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            exact
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or_else(|| "-".into()),
         );
         match &self.bar {
             Some(bar) => bar.println(line),

@@ -19,7 +19,7 @@ use burn::tensor::Device;
 use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
 use burn::train::{Interrupter, Learner, SupervisedTraining};
 use serde::{Deserialize, Serialize};
-use symbreak_data::{AdditionTask, Pair, Prompt, WindowSampler};
+use symbreak_data::{AdditionTask, IGNORED, Pair, Prompt, WindowSampler};
 use symbreak_model::Decoder;
 
 use crate::backend::Backend;
@@ -121,7 +121,12 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 }
 
 /// Trains the run in `dir` (a new one, or with `resume` the one already there) and writes its result.
-pub fn train(config: &RunConfig, dir: &Path, resume: bool, backend: Backend) -> Result<RunResult, RunError> {
+pub fn train(
+    config: &RunConfig,
+    dir: &Path,
+    resume: bool,
+    backend: Backend,
+) -> Result<RunResult, RunError> {
     let paths = RunPaths::new(dir);
     if paths.result().exists() {
         return usage(format!(
@@ -139,7 +144,12 @@ pub fn train(config: &RunConfig, dir: &Path, resume: bool, backend: Backend) -> 
                 dir.display()
             ));
         }
-    } else if dir.exists() && fs::read_dir(dir).map_err(failed("cannot read the run folder"))?.next().is_some() {
+    } else if dir.exists()
+        && fs::read_dir(dir)
+            .map_err(failed("cannot read the run folder"))?
+            .next()
+            .is_some()
+    {
         return usage(format!(
             "{} already holds files; add --resume to continue the run there, or choose another --out",
             dir.display()
@@ -147,16 +157,32 @@ pub fn train(config: &RunConfig, dir: &Path, resume: bool, backend: Backend) -> 
     }
     let device = backend.device().map_err(RunError::Usage)?;
     let started = Instant::now();
+    println!(
+        "run {} on {backend}: {} parameters",
+        dir.display(),
+        config.model.num_params()
+    );
 
     fs::create_dir_all(dir).map_err(failed("cannot create the run folder"))?;
-    write_atomic(&paths.config(), config.to_toml().as_bytes()).map_err(failed("cannot write config.toml"))?;
+    write_atomic(&paths.config(), config.to_toml().as_bytes())
+        .map_err(failed("cannot write config.toml"))?;
 
     let task = AdditionTask::generate(&config.data).map_err(|e| RunError::Usage(e.to_string()))?;
-    let sampler = WindowSampler::new(&task.train_lines(), config.model.block_size, config.train.seed)
-        .map_err(|e| RunError::Failed(e.to_string()))?;
     let train = &config.train;
+    let sampler = WindowSampler::with(
+        &task.train_lines(),
+        train.batching,
+        train.loss,
+        config.model.block_size,
+        train.seed,
+    )
+    .map_err(|e| RunError::Failed(e.to_string()))?;
     let passes = train.steps.div_ceil(train.eval_every);
-    let first_pass = if has_run { latest_checkpoint(&paths, config, passes) } else { 0 };
+    let first_pass = if has_run {
+        latest_checkpoint(&paths, config, passes)
+    } else {
+        0
+    };
     let resumed = prepare_metrics(&paths, first_pass * train.eval_every)?;
     if first_pass == 0 && paths.learner().exists() {
         fs::remove_dir_all(paths.learner()).map_err(failed("cannot clear the learner folder"))?;
@@ -166,24 +192,44 @@ pub fn train(config: &RunConfig, dir: &Path, resume: bool, backend: Backend) -> 
     }
 
     device.seed(train.seed);
-    let decoder = config.model.init(&device).map_err(|e| RunError::Usage(e.to_string()))?;
+    let decoder = config
+        .model
+        .init(&device.clone().autodiff())
+        .map_err(|e| RunError::Usage(e.to_string()))?;
     let trainee = Trainee::new(decoder, config);
-    let train_loader = WindowLoader::new(sampler, train.batch_size, train.eval_every, train.steps, first_pass, &device);
+    let train_loader = WindowLoader::new(
+        sampler,
+        train.batch_size,
+        train.eval_every,
+        train.steps,
+        first_pass,
+        &device,
+    );
     let eval_pairs = &task.test[..train.eval_prompts];
     let valid_loader = EvalLoader::new(eval_groups(&config.data, eval_pairs, EVAL_ROWS), &device);
-    let renderer = RunRenderer::new(&paths.metrics(), train.batch_size, train.eval_every, train.steps, resumed)
-        .map_err(failed("cannot open metrics.csv"))?;
+    let renderer = RunRenderer::new(
+        &paths.metrics(),
+        train.batch_size,
+        train.eval_every,
+        train.steps,
+        resumed,
+    )
+    .map_err(failed("cannot open metrics.csv"))?;
     let interrupter = Interrupter::new();
-    let mut training = SupervisedTraining::new(paths.learner(), Arc::new(train_loader), Arc::new(valid_loader))
-        .metrics((LossMetric::new(), AccuracyMetric::new()))
-        .metric_train_numeric(LearningRateMetric::new())
-        .metric_valid_numeric(ExactMatchMetric::new())
-        .metric_train(DivergenceGuard::new(interrupter.clone()))
-        .with_interrupter(interrupter.clone())
-        .with_default_checkpointers()
-        .with_application_logger(None)
-        .num_epochs(passes)
-        .renderer(Box::new(renderer));
+    let mut training = SupervisedTraining::new(
+        paths.learner(),
+        Arc::new(train_loader),
+        Arc::new(valid_loader),
+    )
+    .metrics((LossMetric::new(), token_accuracy(config)))
+    .metric_train_numeric(LearningRateMetric::new())
+    .metric_valid_numeric(ExactMatchMetric::new())
+    .metric_train(DivergenceGuard::new(interrupter.clone()))
+    .with_interrupter(interrupter.clone())
+    .with_default_checkpointers()
+    .with_application_logger(None)
+    .num_epochs(passes)
+    .renderer(Box::new(renderer));
     if first_pass > 0 {
         training = training.checkpoint(first_pass);
     }
@@ -199,8 +245,18 @@ pub fn train(config: &RunConfig, dir: &Path, resume: bool, backend: Backend) -> 
     let decoder = outcome.model.decoder;
 
     save_model(&decoder, &paths)?;
-    let score = exact_match(&decoder, &config.data, &task.test, config.max_new_tokens(), &device);
-    let steps = if diverged { last_metrics_step(&paths)? } else { train.steps };
+    let score = exact_match(
+        &decoder,
+        &config.data,
+        &task.test,
+        config.max_new_tokens(),
+        &device,
+    );
+    let steps = if diverged {
+        last_metrics_step(&paths)?
+    } else {
+        train.steps
+    };
     let result = RunResult {
         exact_match: score.percent(),
         correct: score.correct,
@@ -216,6 +272,16 @@ pub fn train(config: &RunConfig, dir: &Path, resume: bool, backend: Backend) -> 
     let json = serde_json::to_string_pretty(&result).expect("a result serializes");
     write_atomic(&paths.result(), json.as_bytes()).map_err(failed("cannot write result.json"))?;
     Ok(result)
+}
+
+/// Accuracy of the argmax next token over the targets the loss counts.
+fn token_accuracy(config: &RunConfig) -> AccuracyMetric {
+    let metric = AccuracyMetric::new();
+    if Trainee::masks_targets(config) {
+        metric.with_pad_token(IGNORED as usize)
+    } else {
+        metric
+    }
 }
 
 fn save_model(decoder: &Decoder, paths: &RunPaths) -> Result<(), RunError> {
@@ -237,9 +303,15 @@ fn save_model(decoder: &Decoder, paths: &RunPaths) -> Result<(), RunError> {
 /// cut short by a kill is skipped in favour of the one before it.
 fn latest_checkpoint(paths: &RunPaths, config: &RunConfig, passes: usize) -> usize {
     let dir = paths.checkpoints();
-    let template = || Trainee::new(config.model.init(&Device::default()).expect("validated"), config);
+    let template = || {
+        Trainee::new(
+            config.model.init(&Device::default()).expect("validated"),
+            config,
+        )
+    };
     for pass in (1..=passes).rev() {
-        let files = ["model", "optim", "scheduler"].map(|kind| dir.join(format!("{kind}-{pass}.bpk")));
+        let files =
+            ["model", "optim", "scheduler"].map(|kind| dir.join(format!("{kind}-{pass}.bpk")));
         if !files.iter().all(|f| f.exists()) {
             continue;
         }
@@ -249,7 +321,9 @@ fn latest_checkpoint(paths: &RunPaths, config: &RunConfig, passes: usize) -> usi
         if readable {
             return pass;
         }
-        eprintln!("warning: checkpoint {pass} is unreadable (cut short?); resuming from an earlier one");
+        eprintln!(
+            "warning: checkpoint {pass} is unreadable (cut short?); resuming from an earlier one"
+        );
     }
     0
 }
@@ -275,7 +349,8 @@ fn prepare_metrics(paths: &RunPaths, step: usize) -> Result<Resumed, RunError> {
         }
     }
     let text = kept.join("\n") + "\n";
-    write_atomic(&paths.metrics(), text.as_bytes()).map_err(failed("cannot rewrite metrics.csv"))?;
+    write_atomic(&paths.metrics(), text.as_bytes())
+        .map_err(failed("cannot rewrite metrics.csv"))?;
     Ok(resumed)
 }
 
@@ -303,7 +378,10 @@ pub fn load_finished(dir: &Path, backend: Backend) -> Result<FinishedRun, RunErr
         return usage(format!("no run folder at {}", dir.display()));
     }
     if !paths.config().exists() {
-        return usage(format!("{} is not a run folder (it has no config.toml)", dir.display()));
+        return usage(format!(
+            "{} is not a run folder (it has no config.toml)",
+            dir.display()
+        ));
     }
     if !paths.model().exists() {
         return usage(format!(
@@ -319,7 +397,12 @@ pub fn load_finished(dir: &Path, backend: Backend) -> Result<FinishedRun, RunErr
         .init(&device)
         .map_err(|e| RunError::Usage(e.to_string()))?
         .try_load_file(paths.model())
-        .map_err(|e| RunError::Usage(format!("{} is corrupt or not this run's model: {e}", paths.model().display())))?;
+        .map_err(|e| {
+            RunError::Usage(format!(
+                "{} is corrupt or not this run's model: {e}",
+                paths.model().display()
+            ))
+        })?;
     let result = match fs::read_to_string(paths.result()) {
         Ok(text) => Some(serde_json::from_str(&text).map_err(|e| {
             RunError::Usage(format!("{} is corrupt: {e}", paths.result().display()))
@@ -336,8 +419,15 @@ pub fn load_finished(dir: &Path, backend: Backend) -> Result<FinishedRun, RunErr
 
 /// The exact-match score of a finished run on its whole test set.
 pub fn evaluate(run: &FinishedRun) -> Result<Score, RunError> {
-    let task = AdditionTask::generate(&run.config.data).map_err(|e| RunError::Usage(e.to_string()))?;
-    Ok(exact_match(&run.decoder, &run.config.data, &task.test, run.config.max_new_tokens(), &run.device))
+    let task =
+        AdditionTask::generate(&run.config.data).map_err(|e| RunError::Usage(e.to_string()))?;
+    Ok(exact_match(
+        &run.decoder,
+        &run.config.data,
+        &task.test,
+        run.config.max_new_tokens(),
+        &run.device,
+    ))
 }
 
 /// The model's answer to one question.
@@ -357,9 +447,17 @@ pub fn predict(run: &FinishedRun, question: &str) -> Result<Prediction, RunError
     let pair = match question.split_once('+') {
         Some((a, b)) => match (parse(a), parse(b)) {
             (Some(a), Some(b)) => Pair { a, b },
-            _ => return usage(format!("{question:?}: operands must be whole numbers below {limit}")),
+            _ => {
+                return usage(format!(
+                    "{question:?}: operands must be whole numbers below {limit}"
+                ));
+            }
         },
-        None => return usage(format!("{question:?} is not of the form a+b (e.g. 123+456)")),
+        None => {
+            return usage(format!(
+                "{question:?} is not of the form a+b (e.g. 123+456)"
+            ));
+        }
     };
     let prompt = Prompt::new(&run.config.data, pair);
     let groups = eval_groups(&run.config.data, &[pair], 1);

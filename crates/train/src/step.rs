@@ -1,14 +1,14 @@
 //! One training step and one evaluation step, as Burn's learner calls them, and the optimiser
 //! they use (AdamW with weight decay on Linear weights only, global gradient-norm clipping).
 
+use burn::lr_scheduler::module_lr_scheduler::ModuleLearningRate;
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{ExecutionError, Int, Tensor};
 use burn::train::metric::{AccuracyInput, Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
-use burn::lr_scheduler::module_lr_scheduler::ModuleLearningRate;
-use symbreak_data::TaskConfig;
+use symbreak_data::{IGNORED, LossTargets, TaskConfig, masks_targets};
 use symbreak_model::Decoder;
 
 use crate::batches::{EvalBatch, TrainBatch};
@@ -24,6 +24,10 @@ pub struct Trainee {
     max_new_tokens: usize,
     digits: u32,
     reverse: bool,
+    /// Whether targets equal to `IGNORED` are left out of the loss.
+    masked: bool,
+    /// Whether the loss counts only answer tokens.
+    answer_only: bool,
 }
 
 impl Trainee {
@@ -34,7 +38,14 @@ impl Trainee {
             max_new_tokens: config.max_new_tokens(),
             digits: config.data.digits,
             reverse: config.data.reverse,
+            masked: Self::masks_targets(config),
+            answer_only: config.train.loss == LossTargets::Answer,
         }
+    }
+
+    /// Whether some training targets are `IGNORED` (left out of the loss and the accuracy).
+    pub fn masks_targets(config: &RunConfig) -> bool {
+        masks_targets(config.train.batching, config.train.loss)
     }
 
     fn task(&self) -> TaskConfig {
@@ -51,7 +62,9 @@ impl Trainee {
         let [rows, time, vocab] = logits.dims();
         let logits = logits.reshape([rows * time, vocab]);
         let targets = targets.reshape([rows * time]);
+        let ignored = self.masked.then(|| vec![IGNORED as usize]);
         let loss = CrossEntropyLossConfig::new()
+            .with_pad_tokens(ignored)
             .init(&logits.device())
             .forward(logits.clone(), targets.clone());
         StepOutput {
@@ -137,7 +150,14 @@ impl InferenceStep for Trainee {
     fn step(&self, batch: EvalBatch) -> StepOutput {
         let [rows, line_len] = batch.lines.dims();
         let inputs = batch.lines.clone().narrow(1, 0, line_len - 1);
-        let targets = batch.lines.clone().narrow(1, 1, line_len - 1);
+        let mut targets = batch.lines.clone().narrow(1, 1, line_len - 1);
+        if self.answer_only {
+            // Targets before the answer (predicting prompt tokens) are left out.
+            let skipped = batch.prompt_len - 1;
+            let answer = targets.clone().narrow(1, skipped, line_len - 1 - skipped);
+            let ignored = Tensor::<2, Int>::full([rows, skipped], IGNORED, &answer.device());
+            targets = Tensor::cat(vec![ignored, answer], 1);
+        }
         let mut output = self.loss(inputs, targets);
         output.exact = score_batch(&self.decoder, &self.task(), &batch, self.max_new_tokens);
         debug_assert_eq!(output.exact.total, rows);
@@ -156,20 +176,20 @@ pub fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
         .with_beta_2(config.beta2 as f32)
         .with_epsilon(1e-8);
     let decayed = ParamGroup::from_regex(LINEAR_WEIGHTS).expect("a valid pattern");
-    adamw
-        .clone()
-        .with_weight_decay(0.0)
-        .init()
-        .with_group(
-            decayed,
-            adamw.with_weight_decay(config.weight_decay as f32).build(),
-            None,
-        )
+    adamw.clone().with_weight_decay(0.0).init().with_group(
+        decayed,
+        adamw.with_weight_decay(config.weight_decay as f32).build(),
+        None,
+    )
 }
 
 /// Scales all gradients together so that their global L2 norm is at most `max_norm`
 /// (PyTorch's `clip_grad_norm_`; Burn's own norm clipping works per tensor).
-pub fn clip_global_norm<M: Module>(module: &M, mut grads: GradientsParams, max_norm: f64) -> GradientsParams {
+pub fn clip_global_norm<M: Module>(
+    module: &M,
+    mut grads: GradientsParams,
+    max_norm: f64,
+) -> GradientsParams {
     if max_norm <= 0.0 {
         return grads;
     }
@@ -195,7 +215,8 @@ pub fn clip_global_norm<M: Module>(module: &M, mut grads: GradientsParams, max_n
     impl ModuleVisitor for Scale<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             if let Some(grad) = self.grads.remove::<D>(param.id) {
-                self.grads.register::<D>(param.id, grad.mul_scalar(self.factor));
+                self.grads
+                    .register::<D>(param.id, grad.mul_scalar(self.factor));
             }
         }
     }

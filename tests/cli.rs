@@ -1,0 +1,350 @@
+//! End-to-end tests of the `symbreak` command: training, evaluation, prediction, resuming after
+//! a kill, determinism, and the errors for bad input.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn symbreak() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_symbreak"))
+}
+
+fn run(args: &[&str]) -> Output {
+    symbreak().args(args).output().expect("symbreak runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn result(dir: &Path) -> Value {
+    serde_json::from_str(&fs::read_to_string(dir.join("result.json")).unwrap()).unwrap()
+}
+
+/// `metrics.csv` without its wall-time column, which differs between runs.
+fn metrics_without_time(dir: &Path) -> Vec<String> {
+    fs::read_to_string(dir.join("metrics.csv"))
+        .unwrap()
+        .lines()
+        .map(|row| row.rsplit_once(',').unwrap().0.to_string())
+        .collect()
+}
+
+/// A short smoke run: 60 steps, evaluated and checkpointed every 20.
+const SHORT: [&str; 8] = [
+    "--preset",
+    "smoke",
+    "--steps",
+    "60",
+    "--set",
+    "train.eval_every=20",
+    "--set",
+    "train.eval_prompts=20",
+];
+
+fn train_short(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["train"];
+    args.extend(SHORT);
+    args.extend(["--out", dir.to_str().unwrap()]);
+    args.extend(extra);
+    run(&args)
+}
+
+#[test]
+fn the_smoke_preset_learns_addition_and_eval_reproduces_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("smoke");
+    let out = run(&["train", "--preset", "smoke", "--out", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    for file in [
+        "config.toml",
+        "metrics.csv",
+        "model.bpk",
+        "model.safetensors",
+        "result.json",
+    ] {
+        assert!(dir.join(file).exists(), "{file} is missing");
+    }
+    let result = result(&dir);
+    let accuracy = result["exact_match"].as_f64().unwrap();
+    assert!(
+        accuracy >= 90.0,
+        "the smoke model reached only {accuracy}% exact match"
+    );
+    assert_eq!(result["total"], 500);
+    assert_eq!(result["steps"], 1000);
+    assert_eq!(result["diverged"], false);
+    assert_eq!(result["backend"], "ndarray");
+
+    let rows = fs::read_to_string(dir.join("metrics.csv")).unwrap();
+    assert_eq!(
+        rows.lines().count(),
+        1 + 10,
+        "a header and one row per evaluation"
+    );
+    assert!(rows.lines().nth(10).unwrap().starts_with("1000,"));
+
+    let eval = run(&["eval", dir.to_str().unwrap()]);
+    assert!(eval.status.success(), "{}", text(&eval));
+    let expected = format!("exact match {accuracy:.2}%");
+    assert!(
+        text(&eval).contains(&expected),
+        "eval printed {:?}, expected {expected}",
+        text(&eval)
+    );
+
+    let predict = run(&["predict", dir.to_str().unwrap(), "12+34"]);
+    assert!(predict.status.success(), "{}", text(&predict));
+    assert!(text(&predict).starts_with("12+34 = "), "{}", text(&predict));
+    let bad = run(&["predict", dir.to_str().unwrap(), "123+4"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(text(&bad).contains("below 100"), "{}", text(&bad));
+}
+
+#[test]
+fn the_same_seed_gives_the_same_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    assert!(train_short(&a, &[]).status.success());
+    assert!(train_short(&b, &[]).status.success());
+    assert!(train_short(&c, &["--seed", "2"]).status.success());
+    assert_eq!(metrics_without_time(&a), metrics_without_time(&b));
+    assert_eq!(result(&a)["correct"], result(&b)["correct"]);
+    assert_ne!(
+        metrics_without_time(&a),
+        metrics_without_time(&c),
+        "another seed, other metrics"
+    );
+}
+
+fn wait_for(path: &Path, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn a_killed_run_resumes_to_the_same_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whole = tmp.path().join("whole");
+    assert!(train_short(&whole, &[]).status.success());
+
+    let killed = tmp.path().join("killed");
+    let mut args = vec!["train"];
+    args.extend(SHORT);
+    args.extend(["--out", killed.to_str().unwrap()]);
+    let mut child = symbreak()
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first_checkpoint = killed.join("learner/checkpoint/scheduler-1.bpk");
+    assert!(
+        wait_for(&first_checkpoint, Duration::from_secs(120)),
+        "no checkpoint appeared"
+    );
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    assert!(
+        !killed.join("result.json").exists(),
+        "the run was killed before it finished"
+    );
+
+    let again = train_short(&killed, &[]);
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "an unfinished folder needs --resume: {}",
+        text(&again)
+    );
+
+    let resumed = train_short(&killed, &["--resume"]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    assert!(text(&resumed).contains("resuming"), "{}", text(&resumed));
+    assert_eq!(result(&killed)["steps"], 60);
+    // Without dropout, a resumed run repeats the uninterrupted one exactly.
+    assert_eq!(metrics_without_time(&killed), metrics_without_time(&whole));
+    assert_eq!(result(&killed)["correct"], result(&whole)["correct"]);
+
+    let finished = train_short(&killed, &["--resume"]);
+    assert_eq!(
+        finished.status.code(),
+        Some(2),
+        "a finished run is not trained twice"
+    );
+    assert!(
+        text(&finished).contains("finished run"),
+        "{}",
+        text(&finished)
+    );
+}
+
+#[test]
+fn a_diverging_run_is_recorded_not_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("nan");
+    let out = train_short(
+        &dir,
+        &[
+            "--set",
+            "train.learning_rate=1e30",
+            "--set",
+            "train.min_learning_rate=1e29",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let result = result(&dir);
+    assert_eq!(result["diverged"], true, "{result}");
+    assert!(result["steps"].as_u64().unwrap() < 60);
+}
+
+fn assert_usage_error(args: &[&str], expected: &str) {
+    let out = run(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    let message = text(&out);
+    assert!(
+        message.contains(expected),
+        "{args:?}: {message:?} does not mention {expected:?}"
+    );
+    assert_eq!(
+        message.trim().lines().count(),
+        1,
+        "one error line: {message:?}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_clear_error_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out: PathBuf = tmp.path().join("never");
+    let out_arg = out.to_str().unwrap();
+
+    let malformed = tmp.path().join("malformed.toml");
+    fs::write(&malformed, "[model\nn_layer = 2").unwrap();
+    assert_usage_error(
+        &[
+            "train",
+            "--config",
+            malformed.to_str().unwrap(),
+            "--out",
+            out_arg,
+        ],
+        "malformed TOML",
+    );
+    let contradictory = tmp.path().join("contradictory.toml");
+    fs::write(&contradictory, "[model]\nn_layer = 2\nablate = [3]").unwrap();
+    assert_usage_error(
+        &[
+            "train",
+            "--config",
+            contradictory.to_str().unwrap(),
+            "--out",
+            out_arg,
+        ],
+        "model.ablate",
+    );
+    assert_usage_error(
+        &[
+            "train",
+            "--preset",
+            "smoke",
+            "--set",
+            "train.speed=2",
+            "--out",
+            out_arg,
+        ],
+        "train.speed: unknown field",
+    );
+    assert_usage_error(
+        &[
+            "train",
+            "--preset",
+            "smoke",
+            "--positional",
+            "rope",
+            "--out",
+            out_arg,
+        ],
+        "positional",
+    );
+    assert_usage_error(
+        &[
+            "train", "--preset", "smoke", "--ablate", "x", "--out", out_arg,
+        ],
+        "--ablate",
+    );
+    assert_usage_error(
+        &["train", "--preset", "huge", "--out", out_arg],
+        "unknown preset",
+    );
+    assert_usage_error(
+        &[
+            "train",
+            "--preset",
+            "smoke",
+            "--backend",
+            "wgpu",
+            "--out",
+            out_arg,
+        ],
+        "--features wgpu",
+    );
+    assert!(!out.exists(), "nothing is written for bad input");
+
+    assert_usage_error(&["eval", out_arg], "no run folder");
+    assert_usage_error(&["predict", out_arg, "1+2"], "no run folder");
+
+    // A run folder whose model file is corrupt.
+    let corrupt = tmp.path().join("corrupt");
+    assert!(train_short(&corrupt, &[]).status.success());
+    fs::write(corrupt.join("model.bpk"), b"not a model").unwrap();
+    assert_usage_error(&["eval", corrupt.to_str().unwrap()], "corrupt");
+}
+
+#[test]
+fn help_and_model_describe_the_tool() {
+    let help = run(&["--help"]);
+    assert!(help.status.success());
+    for command in ["train", "eval", "predict", "model"] {
+        assert!(text(&help).contains(command), "--help lacks {command}");
+    }
+    let model = run(&["model", "--preset", "paper"]);
+    assert!(model.status.success(), "{}", text(&model));
+    assert!(
+        text(&model).contains("parameters: 10725504"),
+        "{}",
+        text(&model)
+    );
+    assert!(text(&model).contains("n_embd = 384"), "{}", text(&model));
+    let nope = run(&[
+        "model",
+        "--preset",
+        "paper",
+        "--positional",
+        "none",
+        "--ablate",
+        "1,2",
+    ]);
+    assert!(
+        text(&nope).contains("parameters: 10627200"),
+        "{}",
+        text(&nope)
+    );
+}
