@@ -8,6 +8,7 @@ use burn::module::Module;
 use clap::{Args, Parser, Subcommand};
 use symbreak_train::config::PRESETS;
 use symbreak_train::run::{self, RunError};
+use symbreak_train::sweep;
 use symbreak_train::{Backend, Override, RunConfig};
 
 #[derive(Parser)]
@@ -35,7 +36,34 @@ enum Command {
         resume: bool,
         #[command(flatten)]
         backend: BackendArg,
+        /// Stop when standard input closes (a sweep's child runs end with the sweep).
+        #[arg(long, hide = true)]
+        exit_with_parent: bool,
     },
+    /// Run a sweep: every run of a grid not yet finished, N at a time; then `tables`.
+    Sweep {
+        /// The sweep file, e.g. experiments/sweep-residuals.toml.
+        file: PathBuf,
+        /// Replace the sweep's base preset (quick, paper, ...).
+        #[arg(long)]
+        preset: Option<String>,
+        /// Runs at a time; the machine's threads are split between them.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Run only slice I of N of the plan (for a cluster's job array), e.g. 2/4.
+        #[arg(long)]
+        shard: Option<String>,
+        /// The sweep folder (default: sweeps/<file name>-<base>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print the plan and stop.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Write tables.md and tables.csv (the paper's tables 1 and 2) from a sweep folder.
+    Tables { dir: PathBuf },
     /// Evaluate a finished run on its whole test set.
     Eval {
         run_dir: PathBuf,
@@ -175,6 +203,86 @@ fn parse_layers(text: &str) -> Result<toml::Value, RunError> {
         .map(toml::Value::Array)
 }
 
+/// Ends the process when standard input reaches its end: a sweep gives each child a pipe, which
+/// closes when the sweep dies, however it dies.
+fn exit_when_stdin_closes() {
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        eprintln!("the sweep that started this run has ended; stopping (resume with --resume)");
+        std::process::exit(130);
+    });
+}
+
+fn parse_shard(text: &str) -> Result<(usize, usize), RunError> {
+    let bad = || RunError::Usage(format!("--shard {text:?}: expected I/N with 1 <= I <= N, e.g. 2/4"));
+    let (i, n) = text.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+    if i == 0 || n == 0 || i > n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+fn run_sweep(
+    file: &std::path::Path,
+    preset: Option<&str>,
+    jobs: usize,
+    shard: Option<&str>,
+    out: Option<PathBuf>,
+    dry_run: bool,
+    backend: Backend,
+) -> Result<(), RunError> {
+    let (index, count) = shard.map(parse_shard).transpose()?.unwrap_or((1, 1));
+    if jobs == 0 {
+        return Err(RunError::Usage("--jobs must be at least 1".into()));
+    }
+    backend.device().map_err(RunError::Usage)?;
+    let plan = sweep::Sweep::load(file, preset).map_err(|e| RunError::Usage(e.0))?;
+    let out = out.unwrap_or_else(|| {
+        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+        PathBuf::from("sweeps").join(format!("{stem}-{}", plan.base.trim_end_matches(".toml")))
+    });
+    let runs = plan.shard(index, count);
+    let done = runs.iter().filter(|r| sweep::status(&out.join(&r.name)) == sweep::Status::Finished).count();
+    let unfinished = runs.iter().filter(|r| sweep::status(&out.join(&r.name)) == sweep::Status::Unfinished).count();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} threads each; folder {}",
+        file.display(),
+        plan.base,
+        runs.len(),
+        if count > 1 { format!(" in shard {index}/{count} (of {})", plan.runs.len()) } else { String::new() },
+        runs.len() - done - unfinished,
+        (threads / jobs).max(1),
+        out.display()
+    );
+    if dry_run {
+        for run in &runs {
+            let status = match sweep::status(&out.join(&run.name)) {
+                sweep::Status::Finished => "finished",
+                sweep::Status::Unfinished => "resume",
+                sweep::Status::New => "new",
+            };
+            println!("  {status:8} {}", run.name);
+        }
+        return Ok(());
+    }
+    let launcher = sweep::Launcher {
+        program: std::env::current_exe().map_err(|e| RunError::Failed(format!("cannot find this program: {e}")))?,
+        backend: backend.name().to_string(),
+        threads: (threads / jobs).max(1),
+    };
+    let tally = sweep::execute(&runs, &out, jobs, &launcher).map_err(|e| RunError::Failed(format!("sweep: {e}")))?;
+    println!("sweep done: {tally}");
+    if tally.failed > 0 {
+        return Err(RunError::Failed(format!(
+            "{} runs failed (see train.log in their folders); run the same command again to retry them",
+            tally.failed
+        )));
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     match execute(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -195,7 +303,11 @@ fn execute(command: Command) -> Result<(), RunError> {
             out,
             resume,
             backend,
+            exit_with_parent,
         } => {
+            if exit_with_parent {
+                exit_when_stdin_closes();
+            }
             let backend = backend.resolve()?;
             let (config, source) = config.resolve()?;
             let out =
@@ -210,6 +322,21 @@ fn execute(command: Command) -> Result<(), RunError> {
                 if result.diverged { ", diverged" } else { "" },
                 result.wall_seconds
             );
+            Ok(())
+        }
+        Command::Sweep {
+            file,
+            preset,
+            jobs,
+            shard,
+            out,
+            dry_run,
+            backend,
+        } => run_sweep(&file, preset.as_deref(), jobs, shard.as_deref(), out, dry_run, backend.resolve()?),
+        Command::Tables { dir } => {
+            let markdown = symbreak_analysis::tables::write_tables(&dir).map_err(RunError::Usage)?;
+            print!("{markdown}");
+            println!("\nwrote {} and {}", dir.join("tables.md").display(), dir.join("tables.csv").display());
             Ok(())
         }
         Command::Eval { run_dir, backend } => {

@@ -7,6 +7,7 @@
 //! - [`metrics`], [`renderer`]: exact-match accuracy, divergence, `metrics.csv` and progress.
 //! - [`evaluate`]: exact-match accuracy of greedy answers.
 //! - [`run`]: the run folder: training, resuming, finishing, evaluating and predicting.
+//! - [`sweep`]: grids of runs, planned, sharded and run in parallel processes.
 
 pub mod backend;
 pub mod batches;
@@ -17,6 +18,7 @@ pub mod renderer;
 pub mod run;
 pub mod schedule;
 pub mod step;
+pub mod sweep;
 
 pub use backend::Backend;
 pub use config::{ConfigError, Override, RunConfig, TrainConfig};

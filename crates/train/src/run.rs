@@ -164,6 +164,7 @@ pub fn train(
     );
 
     fs::create_dir_all(dir).map_err(failed("cannot create the run folder"))?;
+    let _lock = lock(&paths)?;
     write_atomic(&paths.config(), config.to_toml().as_bytes())
         .map_err(failed("cannot write config.toml"))?;
 
@@ -281,6 +282,20 @@ fn token_accuracy(config: &RunConfig) -> AccuracyMetric {
         metric.with_pad_token(IGNORED as usize)
     } else {
         metric
+    }
+}
+
+/// Holds the run folder for this process while it trains: a second `train` on the same folder
+/// (another sweep, a second terminal) is refused instead of writing into it too.
+fn lock(paths: &RunPaths) -> Result<fs::File, RunError> {
+    let file = fs::File::create(paths.dir.join("lock")).map_err(failed("cannot create the lock file"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => usage(format!(
+            "{} is being trained by another process; wait for it or stop it",
+            paths.dir.display()
+        )),
+        Err(fs::TryLockError::Error(e)) => Err(RunError::Failed(format!("cannot lock the run folder: {e}"))),
     }
 }
 

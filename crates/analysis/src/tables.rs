@@ -1,0 +1,291 @@
+//! Tables 1 and 2 of the paper from a folder of finished runs: per positional encoding and set
+//! of layers without residuals, the mean (table 1) or the min and max (table 2) of the seeds'
+//! exact-match accuracy, beside the paper's numbers. Unfinished runs are not counted; a cell
+//! without a finished run says `missing`, never 0.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use symbreak_model::{AttentionMask, PositionalEncoding};
+use symbreak_train::run::{RunPaths, RunResult};
+use symbreak_train::RunConfig;
+
+use crate::paper;
+
+/// One finished run.
+#[derive(Debug, Clone)]
+pub struct FinishedRun {
+    pub name: String,
+    pub config: RunConfig,
+    pub result: RunResult,
+}
+
+/// Reads every finished run (a folder with `result.json`) directly under `dir`, sorted by name.
+/// Folders without a result are unfinished and left out.
+pub fn read_runs(dir: &Path) -> Result<Vec<FinishedRun>, String> {
+    let entries = fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut folders: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    folders.sort();
+    let mut runs = Vec::new();
+    for folder in folders {
+        let paths = RunPaths::new(&folder);
+        let Ok(text) = fs::read_to_string(paths.result()) else { continue };
+        let result: RunResult = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is corrupt: {e}", paths.result().display()))?;
+        let config = RunConfig::from_file(&paths.config(), &[]).map_err(|e| e.0)?;
+        let name = folder.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        runs.push(FinishedRun { name, config, result });
+    }
+    Ok(runs)
+}
+
+/// The seeds of one configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cell {
+    pub accuracies: Vec<f64>,
+    pub diverged: usize,
+}
+
+impl Cell {
+    pub fn mean(&self) -> Option<f64> {
+        (!self.accuracies.is_empty()).then(|| self.accuracies.iter().sum::<f64>() / self.accuracies.len() as f64)
+    }
+    pub fn min(&self) -> Option<f64> {
+        self.accuracies.iter().copied().reduce(f64::min)
+    }
+    pub fn max(&self) -> Option<f64> {
+        self.accuracies.iter().copied().reduce(f64::max)
+    }
+}
+
+/// Cells by (positional encoding, attention mask, sorted layers without residuals).
+type Key = (String, String, Vec<usize>);
+
+fn encoding_name(p: PositionalEncoding) -> &'static str {
+    match p {
+        PositionalEncoding::Learned => "learned",
+        PositionalEncoding::None => "nope",
+    }
+}
+
+fn mask_name(m: AttentionMask) -> &'static str {
+    match m {
+        AttentionMask::Causal => "causal",
+        AttentionMask::Bidirectional => "bidirectional",
+    }
+}
+
+pub fn cells(runs: &[FinishedRun]) -> BTreeMap<Key, Cell> {
+    let mut cells: BTreeMap<Key, Cell> = BTreeMap::new();
+    for run in runs {
+        let mut ablate = run.config.model.ablate.clone();
+        ablate.sort_unstable();
+        let key = (
+            encoding_name(run.config.model.positional).to_string(),
+            mask_name(run.config.model.mask).to_string(),
+            ablate,
+        );
+        let cell = cells.entry(key).or_default();
+        cell.accuracies.push(run.result.exact_match);
+        cell.diverged += usize::from(run.result.diverged);
+    }
+    cells
+}
+
+fn set_name(layers: &[usize]) -> String {
+    let inner: Vec<String> = layers.iter().map(usize::to_string).collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// One row of `tables.csv`.
+struct Row {
+    table: u8,
+    encoding: &'static str,
+    layers: String,
+    statistic: &'static str,
+    ours: Option<f64>,
+    seeds: usize,
+    paper: f64,
+}
+
+/// `tables.md` and `tables.csv` for the runs in `dir`; returns the Markdown.
+pub fn write_tables(dir: &Path) -> Result<String, String> {
+    let runs = read_runs(dir)?;
+    if runs.is_empty() {
+        return Err(format!("{} holds no finished runs (folders with result.json)", dir.display()));
+    }
+    let cells = cells(&runs);
+    let (markdown, rows) = render(dir, &runs, &cells);
+    let mut csv = String::from("table,encoding,layers,statistic,ours,seeds,paper\n");
+    for r in &rows {
+        let ours = r.ours.map(|v| format!("{v:.2}")).unwrap_or_default();
+        writeln!(csv, "{},{},\"{}\",{},{ours},{},{:.2}", r.table, r.encoding, r.layers, r.statistic, r.seeds, r.paper).unwrap();
+    }
+    let write = |name: &str, text: &str| {
+        symbreak_train::run::write_atomic(&dir.join(name), text.as_bytes())
+            .map_err(|e| format!("cannot write {name}: {e}"))
+    };
+    write("tables.csv", &csv)?;
+    write("tables.md", &markdown)?;
+    Ok(markdown)
+}
+
+fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (String, Vec<Row>) {
+    let mut md = String::new();
+    let mut rows = Vec::new();
+    let first = &runs[0].config;
+    writeln!(md, "# Residual sweep: exact-match accuracy (%) on the test set\n").unwrap();
+    writeln!(
+        md,
+        "{} finished runs in `{}`. Model: {} layers, {} heads, width {}, block {}; training: {} steps of {} rows, {} batching, loss on {} tokens (from the runs' `config.toml`{}).\n",
+        runs.len(),
+        dir.display(),
+        first.model.n_layer,
+        first.model.n_head,
+        first.model.n_embd,
+        first.model.block_size,
+        first.train.steps,
+        first.train.batch_size,
+        serde_json::to_value(first.train.batching).unwrap().as_str().unwrap_or_default(),
+        serde_json::to_value(first.train.loss).unwrap().as_str().unwrap_or_default(),
+        if runs.iter().all(|r| same_recipe(&r.config, first)) { "; all runs share it" } else { "; NOTE: the runs do not all share it" },
+    )
+    .unwrap();
+    writeln!(md, "Each cell: ours, with the number of seeds in parentheses, and the paper's value below it. `missing`: no finished run.\n").unwrap();
+
+    let encodings: [(&'static str, &str, &[f64; 7], &[f64; 9], &[f64; 9]); 2] = [
+        ("learned", "learned PE", &paper::TABLE1_LEARNED_MEAN, &paper::TABLE2_LEARNED_MIN, &paper::TABLE2_LEARNED_MAX),
+        ("nope", "NoPE", &paper::TABLE1_NOPE_MEAN, &paper::TABLE2_NOPE_MIN, &paper::TABLE2_NOPE_MAX),
+    ];
+    let cell = |encoding: &str, layers: &[usize]| cells.get(&(encoding.to_string(), "causal".to_string(), layers.to_vec()));
+    let show = |value: Option<f64>, seeds: usize| match value {
+        Some(v) => format!("{v:.2} ({seeds})"),
+        None => "missing".to_string(),
+    };
+
+    writeln!(md, "## Table 1: mean over seeds, residuals removed from 0 or 1 layers\n").unwrap();
+    let header: Vec<String> = paper::TABLE1_SETS.iter().map(|s| set_name(s)).collect();
+    writeln!(md, "| layers without residuals | {} |", header.join(" | ")).unwrap();
+    writeln!(md, "|---|{}", "---|".repeat(header.len())).unwrap();
+    for (encoding, label, means, _, _) in encodings {
+        let mut ours = Vec::new();
+        for (i, set) in paper::TABLE1_SETS.iter().enumerate() {
+            let c = cell(encoding, set);
+            let seeds = c.map_or(0, |c| c.accuracies.len());
+            ours.push(show(c.and_then(Cell::mean), seeds));
+            rows.push(Row { table: 1, encoding, layers: set_name(set), statistic: "mean", ours: c.and_then(Cell::mean), seeds, paper: means[i] });
+        }
+        writeln!(md, "| {label}, ours | {} |", ours.join(" | ")).unwrap();
+        let theirs: Vec<String> = means.iter().map(|v| format!("{v:.2}")).collect();
+        writeln!(md, "| {label}, paper | {} |", theirs.join(" | ")).unwrap();
+    }
+
+    writeln!(md, "\n## Table 2: min and max over seeds, residuals removed from 2 or 3 layers\n").unwrap();
+    let header: Vec<String> = paper::TABLE2_SETS.iter().map(|s| set_name(s)).collect();
+    writeln!(md, "| layers without residuals | {} |", header.join(" | ")).unwrap();
+    writeln!(md, "|---|{}", "---|".repeat(header.len())).unwrap();
+    for statistic in ["min", "max"] {
+        for (encoding, label, _, mins, maxes) in encodings {
+            let paper_values = if statistic == "min" { mins } else { maxes };
+            let mut ours = Vec::new();
+            for (i, set) in paper::TABLE2_SETS.iter().enumerate() {
+                let c = cell(encoding, set);
+                let seeds = c.map_or(0, |c| c.accuracies.len());
+                let value = c.and_then(if statistic == "min" { Cell::min } else { Cell::max });
+                ours.push(show(value, seeds));
+                rows.push(Row { table: 2, encoding, layers: set_name(set), statistic, ours: value, seeds, paper: paper_values[i] });
+            }
+            writeln!(md, "| {label} {statistic}, ours | {} |", ours.join(" | ")).unwrap();
+            let theirs: Vec<String> = paper_values.iter().map(|v| format!("{v:.2}")).collect();
+            writeln!(md, "| {label} {statistic}, paper | {} |", theirs.join(" | ")).unwrap();
+        }
+    }
+
+    let diverged: Vec<&FinishedRun> = runs.iter().filter(|r| r.result.diverged).collect();
+    writeln!(md, "\n## Diverged runs\n").unwrap();
+    if diverged.is_empty() {
+        writeln!(md, "None.").unwrap();
+    }
+    for run in diverged {
+        writeln!(md, "- `{}`: the loss became NaN or infinite after step {}; counted with its accuracy, {:.2}%", run.name, run.result.steps, run.result.exact_match).unwrap();
+    }
+
+    let in_tables = |key: &Key| {
+        key.1 == "causal"
+            && (paper::TABLE1_SETS.iter().any(|s| *s == key.2.as_slice()) || paper::TABLE2_SETS.iter().any(|s| *s == key.2.as_slice()))
+    };
+    let others: Vec<(&Key, &Cell)> = cells.iter().filter(|(k, _)| !in_tables(k)).collect();
+    if !others.is_empty() {
+        writeln!(md, "\n## Other configurations (not in the paper's tables)\n").unwrap();
+        writeln!(md, "| encoding | mask | layers without residuals | seeds | mean | min | max |\n|---|---|---|---|---|---|---|").unwrap();
+        for ((encoding, mask, layers), c) in others {
+            let f = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
+            writeln!(md, "| {encoding} | {mask} | {} | {} | {} | {} | {} |", set_name(layers), c.accuracies.len(), f(c.mean()), f(c.min()), f(c.max())).unwrap();
+        }
+    }
+    (md, rows)
+}
+
+/// Whether two runs differ only in what the tables group by or average over.
+fn same_recipe(a: &RunConfig, b: &RunConfig) -> bool {
+    let strip = |c: &RunConfig| {
+        let mut c = c.clone();
+        c.model.positional = PositionalEncoding::Learned;
+        c.model.mask = AttentionMask::Causal;
+        c.model.ablate.clear();
+        c.train.seed = 0;
+        c
+    };
+    strip(a) == strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &str, positional: PositionalEncoding, ablate: Vec<usize>, accuracy: f64) -> FinishedRun {
+        let mut config = RunConfig::preset("smoke").unwrap();
+        config.model.positional = positional;
+        config.model.ablate = ablate;
+        FinishedRun {
+            name: name.into(),
+            config,
+            result: RunResult {
+                exact_match: accuracy,
+                correct: 0,
+                total: 500,
+                steps: 10,
+                steps_planned: 10,
+                diverged: false,
+                wall_seconds: 1.0,
+                backend: symbreak_train::Backend::Ndarray,
+                seed: 1,
+                symbreak_version: "test".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn statistics_over_seeds_and_missing_cells() {
+        let runs = vec![
+            run("a", PositionalEncoding::Learned, vec![], 90.0),
+            run("b", PositionalEncoding::Learned, vec![], 100.0),
+            run("c", PositionalEncoding::None, vec![2, 1], 10.0),
+            run("d", PositionalEncoding::None, vec![1, 2], 30.0),
+        ];
+        let cells = cells(&runs);
+        let empty = &cells[&("learned".into(), "causal".into(), vec![])];
+        assert_eq!((empty.mean(), empty.accuracies.len()), (Some(95.0), 2));
+        let pair = &cells[&("nope".into(), "causal".into(), vec![1, 2])];
+        assert_eq!((pair.min(), pair.max()), (Some(10.0), Some(30.0)));
+        let (md, rows) = render(Path::new("x"), &runs, &cells);
+        assert!(md.contains("| learned PE, ours | 95.00 (2) | missing |"), "{md}");
+        assert!(md.contains("| NoPE min, ours | 10.00 (2) | missing |"), "{md}");
+        assert!(md.contains("| NoPE max, ours | 30.00 (2) |"), "{md}");
+        assert!(md.contains("| learned PE, paper | 100.00 | 99.97 |"), "{md}");
+        let missing = rows.iter().find(|r| r.table == 1 && r.encoding == "nope" && r.layers == "{}").unwrap();
+        assert_eq!((missing.ours, missing.seeds), (None, 0));
+    }
+}
