@@ -1,7 +1,9 @@
-# symbreak recipes. Install just with `cargo install just` (or run the cargo commands shown).
+# symbreak recipes. Install just with `cargo install just` (each recipe shows the cargo command).
 
 # Cargo features that pick the compiled-in backends (ndarray is the default).
 features := "ndarray"
+# Runs at a time in a sweep (the machine's threads are split between them).
+jobs := "1"
 
 default:
     @just --list
@@ -9,6 +11,15 @@ default:
 # The whole test suite (what CI runs).
 test:
     cargo test --release --workspace --locked
+
+# The paper's residual sweep (160 runs), then its tables: `just sweep-residuals` (CPU preset) or `just sweep-residuals paper`.
+sweep-residuals preset="quick":
+    cargo run --release --features {{features}} -- sweep experiments/sweep-residuals.toml --preset {{preset}} --jobs {{jobs}}
+    cargo run --release --features {{features}} -- tables sweeps/sweep-residuals-{{preset}}
+
+# Tables 1 and 2 from whatever runs of a sweep have finished.
+tables preset="quick":
+    cargo run --release --features {{features}} -- tables sweeps/sweep-residuals-{{preset}}
 
 # Train one run of a preset (paper, quick or smoke), with extra options, e.g. `just train quick --positional none`.
 train preset="quick" *args="":

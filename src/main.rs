@@ -159,6 +159,15 @@ impl ConfigArgs {
         Ok(overrides)
     }
 
+    fn names_a_base(&self) -> bool {
+        self.config.is_some() || self.preset.is_some()
+    }
+
+    /// A saved run configuration with these overrides (which must change nothing to resume).
+    fn resolve_from(&self, path: &std::path::Path) -> Result<RunConfig, RunError> {
+        RunConfig::from_file(path, &self.overrides()?).map_err(|e| RunError::Usage(e.0))
+    }
+
     /// The configuration, and the name of where it came from (for the default run folder).
     fn resolve(&self) -> Result<(RunConfig, String), RunError> {
         let overrides = self.overrides()?;
@@ -214,9 +223,16 @@ fn exit_when_stdin_closes() {
 }
 
 fn parse_shard(text: &str) -> Result<(usize, usize), RunError> {
-    let bad = || RunError::Usage(format!("--shard {text:?}: expected I/N with 1 <= I <= N, e.g. 2/4"));
+    let bad = || {
+        RunError::Usage(format!(
+            "--shard {text:?}: expected I/N with 1 <= I <= N, e.g. 2/4"
+        ))
+    };
     let (i, n) = text.split_once('/').ok_or_else(bad)?;
-    let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
     if i == 0 || n == 0 || i > n {
         return Err(bad());
     }
@@ -243,15 +259,25 @@ fn run_sweep(
         PathBuf::from("sweeps").join(format!("{stem}-{}", plan.base.trim_end_matches(".toml")))
     });
     let runs = plan.shard(index, count);
-    let done = runs.iter().filter(|r| sweep::status(&out.join(&r.name)) == sweep::Status::Finished).count();
-    let unfinished = runs.iter().filter(|r| sweep::status(&out.join(&r.name)) == sweep::Status::Unfinished).count();
+    let done = runs
+        .iter()
+        .filter(|r| sweep::status(&out.join(&r.name)) == sweep::Status::Finished)
+        .count();
+    let unfinished = runs
+        .iter()
+        .filter(|r| sweep::status(&out.join(&r.name)) == sweep::Status::Unfinished)
+        .count();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} threads each; folder {}",
         file.display(),
         plan.base,
         runs.len(),
-        if count > 1 { format!(" in shard {index}/{count} (of {})", plan.runs.len()) } else { String::new() },
+        if count > 1 {
+            format!(" in shard {index}/{count} (of {})", plan.runs.len())
+        } else {
+            String::new()
+        },
         runs.len() - done - unfinished,
         (threads / jobs).max(1),
         out.display()
@@ -268,11 +294,13 @@ fn run_sweep(
         return Ok(());
     }
     let launcher = sweep::Launcher {
-        program: std::env::current_exe().map_err(|e| RunError::Failed(format!("cannot find this program: {e}")))?,
+        program: std::env::current_exe()
+            .map_err(|e| RunError::Failed(format!("cannot find this program: {e}")))?,
         backend: backend.name().to_string(),
         threads: (threads / jobs).max(1),
     };
-    let tally = sweep::execute(&runs, &out, jobs, &launcher).map_err(|e| RunError::Failed(format!("sweep: {e}")))?;
+    let tally = sweep::execute(&runs, &out, jobs, &launcher)
+        .map_err(|e| RunError::Failed(format!("sweep: {e}")))?;
     println!("sweep done: {tally}");
     if tally.failed > 0 {
         return Err(RunError::Failed(format!(
@@ -309,9 +337,26 @@ fn execute(command: Command) -> Result<(), RunError> {
                 exit_when_stdin_closes();
             }
             let backend = backend.resolve()?;
-            let (config, source) = config.resolve()?;
-            let out =
-                out.unwrap_or_else(|| PathBuf::from("runs").join(source).join(config.run_name()));
+            let (config, out) = match (&out, config.names_a_base()) {
+                // `--resume --out DIR` alone: the run's own configuration.
+                (Some(dir), false) if resume => {
+                    let saved = dir.join("config.toml");
+                    if !saved.exists() {
+                        return Err(RunError::Usage(format!(
+                            "{} holds no run to resume (no config.toml)",
+                            dir.display()
+                        )));
+                    }
+                    (config.resolve_from(&saved)?, dir.clone())
+                }
+                _ => {
+                    let (config, source) = config.resolve()?;
+                    let out = out.unwrap_or_else(|| {
+                        PathBuf::from("runs").join(source).join(config.run_name())
+                    });
+                    (config, out)
+                }
+            };
             let result = run::train(&config, &out, resume, backend)?;
             println!(
                 "finished {}: exact match {:.2}% ({}/{}){} in {:.0}s",
@@ -332,11 +377,24 @@ fn execute(command: Command) -> Result<(), RunError> {
             out,
             dry_run,
             backend,
-        } => run_sweep(&file, preset.as_deref(), jobs, shard.as_deref(), out, dry_run, backend.resolve()?),
+        } => run_sweep(
+            &file,
+            preset.as_deref(),
+            jobs,
+            shard.as_deref(),
+            out,
+            dry_run,
+            backend.resolve()?,
+        ),
         Command::Tables { dir } => {
-            let markdown = symbreak_analysis::tables::write_tables(&dir).map_err(RunError::Usage)?;
+            let markdown =
+                symbreak_analysis::tables::write_tables(&dir).map_err(RunError::Usage)?;
             print!("{markdown}");
-            println!("\nwrote {} and {}", dir.join("tables.md").display(), dir.join("tables.csv").display());
+            println!(
+                "\nwrote {} and {}",
+                dir.join("tables.md").display(),
+                dir.join("tables.csv").display()
+            );
             Ok(())
         }
         Command::Eval { run_dir, backend } => {

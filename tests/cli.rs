@@ -183,7 +183,7 @@ fn a_killed_run_resumes_to_the_same_end() {
     assert_eq!(metrics_without_time(&killed), metrics_without_time(&whole));
     assert_eq!(result(&killed)["correct"], result(&whole)["correct"]);
 
-    let finished = train_short(&killed, &["--resume"]);
+    let finished = run(&["train", "--resume", "--out", killed.to_str().unwrap()]);
     assert_eq!(
         finished.status.code(),
         Some(2),

@@ -12,7 +12,11 @@ fn symbreak() -> Command {
 }
 
 fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 /// Smoke runs cut to 40 steps: two ablation sets x two seeds.
@@ -57,9 +61,18 @@ fn tables(out: &Path) -> String {
     fs::read_to_string(out.join("tables.csv")).unwrap()
 }
 
-fn csv_cell<'a>(csv: &'a str, table: &str, encoding: &str, layers: &str, statistic: &str) -> Vec<&'a str> {
+fn csv_cell<'a>(
+    csv: &'a str,
+    table: &str,
+    encoding: &str,
+    layers: &str,
+    statistic: &str,
+) -> Vec<&'a str> {
     let prefix = format!("{table},{encoding},\"{layers}\",{statistic},");
-    let row = csv.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no row {prefix}"));
+    let row = csv
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no row {prefix}"));
     row[prefix.len()..].split(',').collect()
 }
 
@@ -74,25 +87,51 @@ fn a_tiny_sweep_runs_and_tabulates() {
     let out = tmp.path().join("sweep");
     let output = sweep(&file, &out, &["--jobs", "2"]);
     assert!(output.status.success(), "{}", text(&output));
-    assert!(text(&output).contains("4 runs, 0 finished"), "{}", text(&output));
+    assert!(
+        text(&output).contains("4 runs, 0 finished"),
+        "{}",
+        text(&output)
+    );
     for run in RUNS {
-        assert!(out.join(run).join("result.json").exists(), "{run} did not finish");
+        assert!(
+            out.join(run).join("result.json").exists(),
+            "{run} did not finish"
+        );
     }
     let csv = tables(&out);
     let empty = csv_cell(&csv, "1", "learned", "{}", "mean");
     assert_eq!(empty[1], "2", "two seeds in the {{}} cell: {empty:?}");
     assert!(!empty[0].is_empty());
     assert_eq!(csv_cell(&csv, "1", "learned", "{1}", "mean")[1], "2");
-    assert_eq!(csv_cell(&csv, "1", "learned", "{2}", "mean")[..2], ["", "0"], "a missing cell is empty, not 0");
+    assert_eq!(
+        csv_cell(&csv, "1", "learned", "{2}", "mean")[..2],
+        ["", "0"],
+        "a missing cell is empty, not 0"
+    );
     assert_eq!(csv_cell(&csv, "1", "nope", "{}", "mean")[..2], ["", "0"]);
-    assert_eq!(csv_cell(&csv, "2", "learned", "{1,2}", "min")[2], "98.53", "the paper's value is beside ours");
+    assert_eq!(
+        csv_cell(&csv, "2", "learned", "{1,2}", "min")[2],
+        "98.53",
+        "the paper's value is beside ours"
+    );
     let markdown = fs::read_to_string(out.join("tables.md")).unwrap();
-    assert!(markdown.contains("| learned PE, ours |") && markdown.contains("missing"), "{markdown}");
+    assert!(
+        markdown.contains("| learned PE, ours |") && markdown.contains("missing"),
+        "{markdown}"
+    );
 
     let again = sweep(&file, &out, &[]);
     assert!(again.status.success(), "{}", text(&again));
-    assert!(text(&again).contains("4 finished"), "a finished sweep runs nothing: {}", text(&again));
-    assert!(text(&again).contains("4 were already done"), "{}", text(&again));
+    assert!(
+        text(&again).contains("4 finished"),
+        "a finished sweep runs nothing: {}",
+        text(&again)
+    );
+    assert!(
+        text(&again).contains("4 were already done"),
+        "{}",
+        text(&again)
+    );
 }
 
 #[test]
@@ -121,8 +160,14 @@ fn a_killed_sweep_continues_without_rerunning_finished_runs() {
     child.wait().unwrap();
     assert!(first.exists(), "the first run finished before the kill");
     let finished_at = modified(&first);
-    let finished_before = RUNS.iter().filter(|r| out.join(r).join("result.json").exists()).count();
-    assert!(finished_before < RUNS.len(), "the sweep was killed before its end");
+    let finished_before = RUNS
+        .iter()
+        .filter(|r| out.join(r).join("result.json").exists())
+        .count();
+    assert!(
+        finished_before < RUNS.len(),
+        "the sweep was killed before its end"
+    );
 
     let resumed = sweep(&file, &out, &[]);
     assert!(resumed.status.success(), "{}", text(&resumed));
@@ -131,8 +176,15 @@ fn a_killed_sweep_continues_without_rerunning_finished_runs() {
         "{}",
         text(&resumed)
     );
-    assert_eq!(modified(&first), finished_at, "the finished run was not run again");
-    assert_eq!(tables(&out), tables(&whole).replace(whole.to_str().unwrap(), out.to_str().unwrap()));
+    assert_eq!(
+        modified(&first),
+        finished_at,
+        "the finished run was not run again"
+    );
+    assert_eq!(
+        tables(&out),
+        tables(&whole).replace(whole.to_str().unwrap(), out.to_str().unwrap())
+    );
 }
 
 fn planned(file: &Path, out: &Path, shard: &str) -> Vec<String> {
@@ -165,14 +217,24 @@ fn bad_sweep_files_stop_before_any_run() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("never");
     for (text_of_file, expected) in [
-        ("base = \"smoke\"\n[axes.model]\ndepth = [1, 2]\n", "model.depth: unknown field"),
-        ("base = \"smoke\"\n[axes.model]\nablate = [[1], [3]]\n", "model.ablate"),
+        (
+            "base = \"smoke\"\n[axes.model]\ndepth = [1, 2]\n",
+            "model.depth: unknown field",
+        ),
+        (
+            "base = \"smoke\"\n[axes.model]\nablate = [[1], [3]]\n",
+            "model.ablate",
+        ),
         ("base = \"smoke\"\n[axes.model]\nablate = []\n", "empty"),
     ] {
         let file = sweep_file(tmp.path(), text_of_file);
         let output = sweep(&file, &out, &[]);
         assert_eq!(output.status.code(), Some(2), "{}", text(&output));
-        assert!(text(&output).contains(expected), "{:?} lacks {expected:?}", text(&output));
+        assert!(
+            text(&output).contains(expected),
+            "{:?} lacks {expected:?}",
+            text(&output)
+        );
         assert!(!out.exists(), "nothing is written");
     }
     let file = sweep_file(tmp.path(), TINY);

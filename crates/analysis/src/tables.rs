@@ -9,8 +9,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use symbreak_model::{AttentionMask, PositionalEncoding};
-use symbreak_train::run::{RunPaths, RunResult};
 use symbreak_train::RunConfig;
+use symbreak_train::run::{RunPaths, RunResult};
 
 use crate::paper;
 
@@ -26,17 +26,30 @@ pub struct FinishedRun {
 /// Folders without a result are unfinished and left out.
 pub fn read_runs(dir: &Path) -> Result<Vec<FinishedRun>, String> {
     let entries = fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut folders: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    let mut folders: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
     folders.sort();
     let mut runs = Vec::new();
     for folder in folders {
         let paths = RunPaths::new(&folder);
-        let Ok(text) = fs::read_to_string(paths.result()) else { continue };
+        let Ok(text) = fs::read_to_string(paths.result()) else {
+            continue;
+        };
         let result: RunResult = serde_json::from_str(&text)
             .map_err(|e| format!("{} is corrupt: {e}", paths.result().display()))?;
         let config = RunConfig::from_file(&paths.config(), &[]).map_err(|e| e.0)?;
-        let name = folder.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        runs.push(FinishedRun { name, config, result });
+        let name = folder
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        runs.push(FinishedRun {
+            name,
+            config,
+            result,
+        });
     }
     Ok(runs)
 }
@@ -50,7 +63,8 @@ pub struct Cell {
 
 impl Cell {
     pub fn mean(&self) -> Option<f64> {
-        (!self.accuracies.is_empty()).then(|| self.accuracies.iter().sum::<f64>() / self.accuracies.len() as f64)
+        (!self.accuracies.is_empty())
+            .then(|| self.accuracies.iter().sum::<f64>() / self.accuracies.len() as f64)
     }
     pub fn min(&self) -> Option<f64> {
         self.accuracies.iter().copied().reduce(f64::min)
@@ -114,14 +128,22 @@ struct Row {
 pub fn write_tables(dir: &Path) -> Result<String, String> {
     let runs = read_runs(dir)?;
     if runs.is_empty() {
-        return Err(format!("{} holds no finished runs (folders with result.json)", dir.display()));
+        return Err(format!(
+            "{} holds no finished runs (folders with result.json)",
+            dir.display()
+        ));
     }
     let cells = cells(&runs);
     let (markdown, rows) = render(dir, &runs, &cells);
     let mut csv = String::from("table,encoding,layers,statistic,ours,seeds,paper\n");
     for r in &rows {
         let ours = r.ours.map(|v| format!("{v:.2}")).unwrap_or_default();
-        writeln!(csv, "{},{},\"{}\",{},{ours},{},{:.2}", r.table, r.encoding, r.layers, r.statistic, r.seeds, r.paper).unwrap();
+        writeln!(
+            csv,
+            "{},{},\"{}\",{},{ours},{},{:.2}",
+            r.table, r.encoding, r.layers, r.statistic, r.seeds, r.paper
+        )
+        .unwrap();
     }
     let write = |name: &str, text: &str| {
         symbreak_train::run::write_atomic(&dir.join(name), text.as_bytes())
@@ -136,7 +158,11 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
     let mut md = String::new();
     let mut rows = Vec::new();
     let first = &runs[0].config;
-    writeln!(md, "# Residual sweep: exact-match accuracy (%) on the test set\n").unwrap();
+    writeln!(
+        md,
+        "# Residual sweep: exact-match accuracy (%) on the test set\n"
+    )
+    .unwrap();
     writeln!(
         md,
         "{} finished runs in `{}`. Model: {} layers, {} heads, width {}, block {}; training: {} steps of {} rows, {} batching, loss on {} tokens (from the runs' `config.toml`{}).\n",
@@ -156,16 +182,34 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
     writeln!(md, "Each cell: ours, with the number of seeds in parentheses, and the paper's value below it. `missing`: no finished run.\n").unwrap();
 
     let encodings: [(&'static str, &str, &[f64; 7], &[f64; 9], &[f64; 9]); 2] = [
-        ("learned", "learned PE", &paper::TABLE1_LEARNED_MEAN, &paper::TABLE2_LEARNED_MIN, &paper::TABLE2_LEARNED_MAX),
-        ("nope", "NoPE", &paper::TABLE1_NOPE_MEAN, &paper::TABLE2_NOPE_MIN, &paper::TABLE2_NOPE_MAX),
+        (
+            "learned",
+            "learned PE",
+            &paper::TABLE1_LEARNED_MEAN,
+            &paper::TABLE2_LEARNED_MIN,
+            &paper::TABLE2_LEARNED_MAX,
+        ),
+        (
+            "nope",
+            "NoPE",
+            &paper::TABLE1_NOPE_MEAN,
+            &paper::TABLE2_NOPE_MIN,
+            &paper::TABLE2_NOPE_MAX,
+        ),
     ];
-    let cell = |encoding: &str, layers: &[usize]| cells.get(&(encoding.to_string(), "causal".to_string(), layers.to_vec()));
+    let cell = |encoding: &str, layers: &[usize]| {
+        cells.get(&(encoding.to_string(), "causal".to_string(), layers.to_vec()))
+    };
     let show = |value: Option<f64>, seeds: usize| match value {
         Some(v) => format!("{v:.2} ({seeds})"),
         None => "missing".to_string(),
     };
 
-    writeln!(md, "## Table 1: mean over seeds, residuals removed from 0 or 1 layers\n").unwrap();
+    writeln!(
+        md,
+        "## Table 1: mean over seeds, residuals removed from 0 or 1 layers\n"
+    )
+    .unwrap();
     let header: Vec<String> = paper::TABLE1_SETS.iter().map(|s| set_name(s)).collect();
     writeln!(md, "| layers without residuals | {} |", header.join(" | ")).unwrap();
     writeln!(md, "|---|{}", "---|".repeat(header.len())).unwrap();
@@ -175,14 +219,26 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
             let c = cell(encoding, set);
             let seeds = c.map_or(0, |c| c.accuracies.len());
             ours.push(show(c.and_then(Cell::mean), seeds));
-            rows.push(Row { table: 1, encoding, layers: set_name(set), statistic: "mean", ours: c.and_then(Cell::mean), seeds, paper: means[i] });
+            rows.push(Row {
+                table: 1,
+                encoding,
+                layers: set_name(set),
+                statistic: "mean",
+                ours: c.and_then(Cell::mean),
+                seeds,
+                paper: means[i],
+            });
         }
         writeln!(md, "| {label}, ours | {} |", ours.join(" | ")).unwrap();
         let theirs: Vec<String> = means.iter().map(|v| format!("{v:.2}")).collect();
         writeln!(md, "| {label}, paper | {} |", theirs.join(" | ")).unwrap();
     }
 
-    writeln!(md, "\n## Table 2: min and max over seeds, residuals removed from 2 or 3 layers\n").unwrap();
+    writeln!(
+        md,
+        "\n## Table 2: min and max over seeds, residuals removed from 2 or 3 layers\n"
+    )
+    .unwrap();
     let header: Vec<String> = paper::TABLE2_SETS.iter().map(|s| set_name(s)).collect();
     writeln!(md, "| layers without residuals | {} |", header.join(" | ")).unwrap();
     writeln!(md, "|---|{}", "---|".repeat(header.len())).unwrap();
@@ -193,13 +249,30 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
             for (i, set) in paper::TABLE2_SETS.iter().enumerate() {
                 let c = cell(encoding, set);
                 let seeds = c.map_or(0, |c| c.accuracies.len());
-                let value = c.and_then(if statistic == "min" { Cell::min } else { Cell::max });
+                let value = c.and_then(if statistic == "min" {
+                    Cell::min
+                } else {
+                    Cell::max
+                });
                 ours.push(show(value, seeds));
-                rows.push(Row { table: 2, encoding, layers: set_name(set), statistic, ours: value, seeds, paper: paper_values[i] });
+                rows.push(Row {
+                    table: 2,
+                    encoding,
+                    layers: set_name(set),
+                    statistic,
+                    ours: value,
+                    seeds,
+                    paper: paper_values[i],
+                });
             }
             writeln!(md, "| {label} {statistic}, ours | {} |", ours.join(" | ")).unwrap();
             let theirs: Vec<String> = paper_values.iter().map(|v| format!("{v:.2}")).collect();
-            writeln!(md, "| {label} {statistic}, paper | {} |", theirs.join(" | ")).unwrap();
+            writeln!(
+                md,
+                "| {label} {statistic}, paper | {} |",
+                theirs.join(" | ")
+            )
+            .unwrap();
         }
     }
 
@@ -214,15 +287,29 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
 
     let in_tables = |key: &Key| {
         key.1 == "causal"
-            && (paper::TABLE1_SETS.iter().any(|s| *s == key.2.as_slice()) || paper::TABLE2_SETS.iter().any(|s| *s == key.2.as_slice()))
+            && (paper::TABLE1_SETS.iter().any(|s| *s == key.2.as_slice())
+                || paper::TABLE2_SETS.iter().any(|s| *s == key.2.as_slice()))
     };
     let others: Vec<(&Key, &Cell)> = cells.iter().filter(|(k, _)| !in_tables(k)).collect();
     if !others.is_empty() {
-        writeln!(md, "\n## Other configurations (not in the paper's tables)\n").unwrap();
+        writeln!(
+            md,
+            "\n## Other configurations (not in the paper's tables)\n"
+        )
+        .unwrap();
         writeln!(md, "| encoding | mask | layers without residuals | seeds | mean | min | max |\n|---|---|---|---|---|---|---|").unwrap();
         for ((encoding, mask, layers), c) in others {
             let f = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
-            writeln!(md, "| {encoding} | {mask} | {} | {} | {} | {} | {} |", set_name(layers), c.accuracies.len(), f(c.mean()), f(c.min()), f(c.max())).unwrap();
+            writeln!(
+                md,
+                "| {encoding} | {mask} | {} | {} | {} | {} | {} |",
+                set_name(layers),
+                c.accuracies.len(),
+                f(c.mean()),
+                f(c.min()),
+                f(c.max())
+            )
+            .unwrap();
         }
     }
     (md, rows)
@@ -245,7 +332,12 @@ fn same_recipe(a: &RunConfig, b: &RunConfig) -> bool {
 mod tests {
     use super::*;
 
-    fn run(name: &str, positional: PositionalEncoding, ablate: Vec<usize>, accuracy: f64) -> FinishedRun {
+    fn run(
+        name: &str,
+        positional: PositionalEncoding,
+        ablate: Vec<usize>,
+        accuracy: f64,
+    ) -> FinishedRun {
         let mut config = RunConfig::preset("smoke").unwrap();
         config.model.positional = positional;
         config.model.ablate = ablate;
@@ -281,11 +373,23 @@ mod tests {
         let pair = &cells[&("nope".into(), "causal".into(), vec![1, 2])];
         assert_eq!((pair.min(), pair.max()), (Some(10.0), Some(30.0)));
         let (md, rows) = render(Path::new("x"), &runs, &cells);
-        assert!(md.contains("| learned PE, ours | 95.00 (2) | missing |"), "{md}");
-        assert!(md.contains("| NoPE min, ours | 10.00 (2) | missing |"), "{md}");
+        assert!(
+            md.contains("| learned PE, ours | 95.00 (2) | missing |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| NoPE min, ours | 10.00 (2) | missing |"),
+            "{md}"
+        );
         assert!(md.contains("| NoPE max, ours | 30.00 (2) |"), "{md}");
-        assert!(md.contains("| learned PE, paper | 100.00 | 99.97 |"), "{md}");
-        let missing = rows.iter().find(|r| r.table == 1 && r.encoding == "nope" && r.layers == "{}").unwrap();
+        assert!(
+            md.contains("| learned PE, paper | 100.00 | 99.97 |"),
+            "{md}"
+        );
+        let missing = rows
+            .iter()
+            .find(|r| r.table == 1 && r.encoding == "nope" && r.layers == "{}")
+            .unwrap();
         assert_eq!((missing.ours, missing.seeds), (None, 0));
     }
 }

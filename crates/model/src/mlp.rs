@@ -3,7 +3,7 @@
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::Tensor;
-use burn::tensor::activation::gelu_approximate;
+use burn::tensor::activation::sigmoid;
 
 use crate::attention::projection_std;
 use crate::block::linear;
@@ -27,7 +27,37 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let hidden = gelu_approximate(self.c_fc.forward(x));
+        let hidden = gelu_tanh(self.c_fc.forward(x));
         self.dropout.forward(self.c_proj.forward(hidden))
+    }
+}
+
+/// GELU with the tanh approximation, `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, computed
+/// as the equal `x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`: on the CPU backends this avoids
+/// per-element `tanh` and `powf` calls, which took a quarter of a training step.
+pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    const TWO_SQRT_2_OVER_PI: f32 = 1.595_769_1;
+    let cube = x.clone() * x.clone() * x.clone();
+    let inner = (x.clone() + cube.mul_scalar(0.044715)).mul_scalar(TWO_SQRT_2_OVER_PI);
+    x * sigmoid(inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::activation::gelu_approximate;
+    use burn::tensor::{Device, TensorData};
+
+    #[test]
+    fn equals_burns_tanh_gelu() {
+        #[allow(deprecated)]
+        let device = Device::ndarray();
+        let values: Vec<f32> = (-80..=80).map(|i| i as f32 / 10.0).collect();
+        let x = Tensor::<1>::from_data(TensorData::new(values, [161]), &device);
+        let ours = gelu_tanh(x.clone()).try_to_vec_as::<f32>().unwrap();
+        let burns = gelu_approximate(x).try_to_vec_as::<f32>().unwrap();
+        for (a, b) in ours.iter().zip(&burns) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
     }
 }

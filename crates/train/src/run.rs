@@ -288,14 +288,17 @@ fn token_accuracy(config: &RunConfig) -> AccuracyMetric {
 /// Holds the run folder for this process while it trains: a second `train` on the same folder
 /// (another sweep, a second terminal) is refused instead of writing into it too.
 fn lock(paths: &RunPaths) -> Result<fs::File, RunError> {
-    let file = fs::File::create(paths.dir.join("lock")).map_err(failed("cannot create the lock file"))?;
+    let file =
+        fs::File::create(paths.dir.join("lock")).map_err(failed("cannot create the lock file"))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(fs::TryLockError::WouldBlock) => usage(format!(
             "{} is being trained by another process; wait for it or stop it",
             paths.dir.display()
         )),
-        Err(fs::TryLockError::Error(e)) => Err(RunError::Failed(format!("cannot lock the run folder: {e}"))),
+        Err(fs::TryLockError::Error(e)) => {
+            Err(RunError::Failed(format!("cannot lock the run folder: {e}")))
+        }
     }
 }
 

@@ -52,7 +52,12 @@ fn error<T>(message: impl Into<String>) -> Result<T, ConfigError> {
 
 /// Axes named in run folder names by [`RunConfig::run_name`]; other axes with more than one
 /// value add `-field=value`.
-const NAMED_AXES: [&str; 4] = ["model.positional", "model.mask", "model.ablate", "train.seed"];
+const NAMED_AXES: [&str; 4] = [
+    "model.positional",
+    "model.mask",
+    "model.ablate",
+    "train.seed",
+];
 
 impl Sweep {
     /// Reads and expands a sweep file; `base` (e.g. from `--preset`) replaces the file's base.
@@ -66,7 +71,9 @@ impl Sweep {
         let mut axes = Vec::new();
         for (section, fields) in &file.axes {
             let toml::Value::Table(fields) = fields else {
-                return error(format!("axes.{section} must be a table of fields, e.g. [axes.{section}]"));
+                return error(format!(
+                    "axes.{section} must be a table of fields, e.g. [axes.{section}]"
+                ));
             };
             for (field, values) in fields {
                 let key = format!("{section}.{field}");
@@ -119,12 +126,18 @@ fn expand(base: &str, base_dir: &Path, axes: &[Axis]) -> Result<Vec<PlannedRun>,
     let mut runs = Vec::with_capacity(combinations.len());
     for overrides in combinations {
         let config = base_config(base, base_dir, &overrides).map_err(|e| {
-            let point: Vec<String> = overrides.iter().map(|o| format!("{}={}", o.key, o.value)).collect();
+            let point: Vec<String> = overrides
+                .iter()
+                .map(|o| format!("{}={}", o.key, o.value))
+                .collect();
             ConfigError(format!("run {}: {}", point.join(" "), e.0))
         })?;
         let mut name = config.run_name();
         let varied = |key: &str| axes.iter().any(|a| a.key == key && a.values.len() > 1);
-        for o in overrides.iter().filter(|o| !NAMED_AXES.contains(&o.key.as_str()) && varied(&o.key)) {
+        for o in overrides
+            .iter()
+            .filter(|o| !NAMED_AXES.contains(&o.key.as_str()) && varied(&o.key))
+        {
             let field = o.key.rsplit('.').next().unwrap_or(&o.key);
             let value = o.value.to_string().replace(['"', ' ', '[', ']', ','], "");
             name.push_str(&format!("-{field}={value}"));
@@ -134,12 +147,19 @@ fn expand(base: &str, base_dir: &Path, axes: &[Axis]) -> Result<Vec<PlannedRun>,
     let mut names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
     names.sort_unstable();
     if let Some(pair) = names.windows(2).find(|w| w[0] == w[1]) {
-        return error(format!("two runs of the grid are the same run ({}): an axis repeats a value", pair[0]));
+        return error(format!(
+            "two runs of the grid are the same run ({}): an axis repeats a value",
+            pair[0]
+        ));
     }
     Ok(runs)
 }
 
-fn base_config(base: &str, base_dir: &Path, overrides: &[Override]) -> Result<RunConfig, ConfigError> {
+fn base_config(
+    base: &str,
+    base_dir: &Path,
+    overrides: &[Override],
+) -> Result<RunConfig, ConfigError> {
     if base.ends_with(".toml") {
         RunConfig::from_file(&base_dir.join(base), overrides)
     } else {
@@ -198,7 +218,10 @@ impl Launcher {
     /// output in `train.log` there. The child's stdin is a pipe from this process: when this
     /// process dies, the child sees it closed and stops too (see `--exit-with-parent`).
     fn start(&self, dir: &Path) -> std::io::Result<Child> {
-        let log = fs::File::options().create(true).append(true).open(dir.join("train.log"))?;
+        let log = fs::File::options()
+            .create(true)
+            .append(true)
+            .open(dir.join("train.log"))?;
         Command::new(&self.program)
             .arg("train")
             .arg("--config")
@@ -216,7 +239,12 @@ impl Launcher {
 }
 
 /// Runs the runs that are not finished, `jobs` at a time, and says how it went.
-pub fn execute(runs: &[&PlannedRun], out: &Path, jobs: usize, launcher: &Launcher) -> std::io::Result<Tally> {
+pub fn execute(
+    runs: &[&PlannedRun],
+    out: &Path,
+    jobs: usize,
+    launcher: &Launcher,
+) -> std::io::Result<Tally> {
     let mut tally = Tally::default();
     let mut queue = Vec::new();
     for run in runs {
@@ -238,7 +266,9 @@ pub fn execute(runs: &[&PlannedRun], out: &Path, jobs: usize, launcher: &Launche
     let mut queue = queue.into_iter();
     loop {
         while running.len() < jobs.max(1) {
-            let Some((name, dir)) = queue.next() else { break };
+            let Some((name, dir)) = queue.next() else {
+                break;
+            };
             wait_until_free(&dir, Duration::from_secs(30));
             let child = launcher.start(&dir)?;
             running.push((name, dir, child, Instant::now()));
@@ -268,12 +298,20 @@ pub fn execute(runs: &[&PlannedRun], out: &Path, jobs: usize, launcher: &Launche
                 }
                 _ => {
                     tally.failed += 1;
-                    format!("{name}: FAILED ({exit}); see {}", dir.join("train.log").display())
+                    format!(
+                        "{name}: FAILED ({exit}); see {}",
+                        dir.join("train.log").display()
+                    )
                 }
             };
             let done = tally.finished + tally.failed;
             let seconds = run_started.elapsed().as_secs_f64();
-            progress.report(done, &tally, &format!("{outcome} in {seconds:.0}s"), started);
+            progress.report(
+                done,
+                &tally,
+                &format!("{outcome} in {seconds:.0}s"),
+                started,
+            );
         }
     }
     progress.finish();
@@ -286,7 +324,9 @@ pub fn execute(runs: &[&PlannedRun], out: &Path, jobs: usize, launcher: &Launche
 fn wait_until_free(dir: &Path, limit: Duration) {
     let start = Instant::now();
     while start.elapsed() < limit {
-        let Ok(file) = fs::File::options().read(true).open(dir.join("lock")) else { return };
+        let Ok(file) = fs::File::options().read(true).open(dir.join("lock")) else {
+            return;
+        };
         if file.try_lock().is_ok() {
             return;
         }
@@ -310,8 +350,10 @@ impl Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(total as u64);
             bar.set_style(
-                ProgressStyle::with_template("{bar:30} {pos}/{len} runs | {msg} | {elapsed_precise}, {eta} left")
-                    .expect("a valid template"),
+                ProgressStyle::with_template(
+                    "{bar:30} {pos}/{len} runs | {msg} | {elapsed_precise}, {eta} left",
+                )
+                .expect("a valid template"),
             );
             bar
         });
@@ -322,13 +364,20 @@ impl Progress {
         match &self.bar {
             Some(bar) => {
                 bar.set_position(done as u64);
-                bar.set_message(format!("{} diverged, {} failed", tally.diverged, tally.failed));
+                bar.set_message(format!(
+                    "{} diverged, {} failed",
+                    tally.diverged, tally.failed
+                ));
                 bar.println(line);
             }
             None => {
                 let elapsed = started.elapsed().as_secs_f64();
                 let left = elapsed / done as f64 * (self.total - done) as f64;
-                println!("[{done}/{}] {line} | {:.0} min left", self.total, left / 60.0);
+                println!(
+                    "[{done}/{}] {line} | {:.0} min left",
+                    self.total,
+                    left / 60.0
+                );
                 std::io::stdout().flush().ok();
             }
         }
@@ -370,20 +419,40 @@ mod tests {
 
     #[test]
     fn other_axes_join_the_name() {
-        let (_dir, path) = write("base = \"smoke\"\n[axes.train]\nlearning_rate = [1e-3, 3e-3]\nsteps = [40]\n");
-        let names: Vec<_> = Sweep::load(&path, None).unwrap().runs.into_iter().map(|r| r.name).collect();
-        assert_eq!(names, ["learned-ablate-none-seed1337-learning_rate=0.001", "learned-ablate-none-seed1337-learning_rate=0.003"]);
+        let (_dir, path) =
+            write("base = \"smoke\"\n[axes.train]\nlearning_rate = [1e-3, 3e-3]\nsteps = [40]\n");
+        let names: Vec<_> = Sweep::load(&path, None)
+            .unwrap()
+            .runs
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "learned-ablate-none-seed1337-learning_rate=0.001",
+                "learned-ablate-none-seed1337-learning_rate=0.003"
+            ]
+        );
     }
 
     #[test]
     fn bad_sweeps_are_refused_before_running() {
         let message = |text: &str| Sweep::load(&write(text).1, None).unwrap_err().0;
-        assert!(message("base = \"smoke\"\n[axes.model]\nlayers = [1]\n").contains("model.layers: unknown field"));
-        assert!(message("base = \"smoke\"\n[axes.model]\nablate = [[3]]\n").contains("model.ablate"));
+        assert!(
+            message("base = \"smoke\"\n[axes.model]\nlayers = [1]\n")
+                .contains("model.layers: unknown field")
+        );
+        assert!(
+            message("base = \"smoke\"\n[axes.model]\nablate = [[3]]\n").contains("model.ablate")
+        );
         assert!(message("base = \"smoke\"\n[axes.model]\nablate = []\n").contains("empty"));
         assert!(message("base = \"smoke\"\n[axes]\n").contains("no axes"));
         assert!(message("base = \"huge\"\n[axes.train]\nseed = [1]\n").contains("unknown preset"));
         assert!(message("base = \"smoke\"\n[axes.train]\nseed = [1, 1]\n").contains("same run"));
-        assert!(message("base = \"smoke\"\ngrid = 1\n[axes.train]\nseed = [1]\n").contains("unknown field"));
+        assert!(
+            message("base = \"smoke\"\ngrid = 1\n[axes.train]\nseed = [1]\n")
+                .contains("unknown field")
+        );
     }
 }
