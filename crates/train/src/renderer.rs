@@ -29,6 +29,16 @@ pub struct Resumed {
     pub elapsed_seconds: f64,
 }
 
+/// A progress bar on standard error when it is a terminal; `None` without one (CI, a pipe, a
+/// cluster job), where callers print plain lines instead.
+pub fn terminal_bar(len: u64, template: &str) -> Option<ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(len);
+        bar.set_style(ProgressStyle::with_template(template).expect("a valid template"));
+        bar
+    })
+}
+
 pub struct RunRenderer {
     csv: File,
     names: HashMap<MetricId, String>,
@@ -63,17 +73,13 @@ impl RunRenderer {
         if fresh {
             writeln!(csv, "{METRICS_HEADER}")?;
         }
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(total_steps as u64);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{bar:30} step {pos}/{len} | {msg} | {elapsed_precise}, {eta} left",
-                )
-                .expect("a valid template"),
-            );
+        let bar = terminal_bar(
+            total_steps as u64,
+            "{bar:30} step {pos}/{len} | {msg} | {elapsed_precise}, {eta} left",
+        );
+        if let Some(bar) = &bar {
             bar.set_position(resumed.step as u64);
-            bar
-        });
+        }
         Ok(Self {
             csv,
             names: HashMap::new(),

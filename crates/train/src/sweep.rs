@@ -5,15 +5,16 @@
 
 use std::fmt;
 use std::fs;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Deserialize;
 
 use crate::config::{ConfigError, Override, RunConfig};
+use crate::renderer::terminal_bar;
 use crate::run::{RunPaths, RunResult, write_atomic};
 
 /// A sweep file: `base` (a preset name, or a run config path relative to the sweep file) and
@@ -347,16 +348,10 @@ struct Progress {
 
 impl Progress {
     fn new(total: usize) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(total as u64);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{bar:30} {pos}/{len} runs | {msg} | {elapsed_precise}, {eta} left",
-                )
-                .expect("a valid template"),
-            );
-            bar
-        });
+        let bar = terminal_bar(
+            total as u64,
+            "{bar:30} {pos}/{len} runs | {msg} | {elapsed_precise}, {eta} left",
+        );
         Self { bar, total }
     }
 
