@@ -180,7 +180,7 @@ pub fn train(
     .map_err(|e| RunError::Failed(e.to_string()))?;
     let passes = train.steps.div_ceil(train.eval_every);
     let first_pass = if has_run {
-        latest_checkpoint(&paths, config, passes)
+        latest_checkpoint(&paths, config, passes, &device)
     } else {
         0
     };
@@ -319,14 +319,14 @@ fn save_model(decoder: &Decoder, paths: &RunPaths) -> Result<(), RunError> {
 
 /// The last pass whose checkpoint files are all present and readable (0: none). A checkpoint
 /// cut short by a kill is skipped in favour of the one before it.
-fn latest_checkpoint(paths: &RunPaths, config: &RunConfig, passes: usize) -> usize {
+fn latest_checkpoint(
+    paths: &RunPaths,
+    config: &RunConfig,
+    passes: usize,
+    device: &Device,
+) -> usize {
     let dir = paths.checkpoints();
-    let template = || {
-        Trainee::new(
-            config.model.init(&Device::default()).expect("validated"),
-            config,
-        )
-    };
+    let template = || Trainee::new(config.model.init(device).expect("validated"), config);
     for pass in (1..=passes).rev() {
         let files =
             ["model", "optim", "scheduler"].map(|kind| dir.join(format!("{kind}-{pass}.bpk")));
