@@ -259,14 +259,15 @@ fn run_sweep(
         PathBuf::from("sweeps").join(format!("{stem}-{}", plan.base.trim_end_matches(".toml")))
     });
     let runs = plan.shard(index, count);
-    let done = runs
+    let statuses: Vec<sweep::Status> = runs
         .iter()
-        .filter(|r| sweep::status(&out.join(&r.name)) == sweep::Status::Finished)
-        .count();
-    let unfinished = runs
-        .iter()
-        .filter(|r| sweep::status(&out.join(&r.name)) == sweep::Status::Unfinished)
-        .count();
+        .map(|r| sweep::status(&out.join(&r.name)))
+        .collect();
+    let with_status = |wanted| statuses.iter().filter(|&&s| s == wanted).count();
+    let (done, unfinished) = (
+        with_status(sweep::Status::Finished),
+        with_status(sweep::Status::Unfinished),
+    );
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} threads each; folder {}",
@@ -283,8 +284,8 @@ fn run_sweep(
         out.display()
     );
     if dry_run {
-        for run in &runs {
-            let status = match sweep::status(&out.join(&run.name)) {
+        for (run, status) in runs.iter().zip(&statuses) {
+            let status = match status {
                 sweep::Status::Finished => "finished",
                 sweep::Status::Unfinished => "resume",
                 sweep::Status::New => "new",

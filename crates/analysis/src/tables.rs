@@ -197,41 +197,20 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
             &paper::TABLE2_NOPE_MAX,
         ),
     ];
-    let cell = |encoding: &str, layers: &[usize]| {
-        cells.get(&(encoding.to_string(), "causal".to_string(), layers.to_vec()))
-    };
-    let show = |value: Option<f64>, seeds: usize| match value {
-        Some(v) => format!("{v:.2} ({seeds})"),
-        None => "missing".to_string(),
-    };
-
     writeln!(
         md,
         "## Table 1: mean over seeds, residuals removed from 0 or 1 layers\n"
     )
     .unwrap();
-    let header: Vec<String> = paper::TABLE1_SETS.iter().map(|s| set_name(s)).collect();
-    writeln!(md, "| layers without residuals | {} |", header.join(" | ")).unwrap();
-    writeln!(md, "|---|{}", "---|".repeat(header.len())).unwrap();
+    header(&mut md, &paper::TABLE1_SETS);
     for (encoding, label, means, _, _) in encodings {
-        let mut ours = Vec::new();
-        for (i, set) in paper::TABLE1_SETS.iter().enumerate() {
-            let c = cell(encoding, set);
-            let seeds = c.map_or(0, |c| c.accuracies.len());
-            ours.push(show(c.and_then(Cell::mean), seeds));
-            rows.push(Row {
-                table: 1,
-                encoding,
-                layers: set_name(set),
-                statistic: "mean",
-                ours: c.and_then(Cell::mean),
-                seeds,
-                paper: means[i],
-            });
-        }
-        writeln!(md, "| {label}, ours | {} |", ours.join(" | ")).unwrap();
-        let theirs: Vec<String> = means.iter().map(|v| format!("{v:.2}")).collect();
-        writeln!(md, "| {label}, paper | {} |", theirs.join(" | ")).unwrap();
+        let line = Line {
+            table: 1,
+            encoding,
+            label,
+            statistic: "mean",
+        };
+        line.write(&mut md, &mut rows, cells, &paper::TABLE1_SETS, means);
     }
 
     writeln!(
@@ -239,40 +218,17 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
         "\n## Table 2: min and max over seeds, residuals removed from 2 or 3 layers\n"
     )
     .unwrap();
-    let header: Vec<String> = paper::TABLE2_SETS.iter().map(|s| set_name(s)).collect();
-    writeln!(md, "| layers without residuals | {} |", header.join(" | ")).unwrap();
-    writeln!(md, "|---|{}", "---|".repeat(header.len())).unwrap();
+    header(&mut md, &paper::TABLE2_SETS);
     for statistic in ["min", "max"] {
         for (encoding, label, _, mins, maxes) in encodings {
             let paper_values = if statistic == "min" { mins } else { maxes };
-            let mut ours = Vec::new();
-            for (i, set) in paper::TABLE2_SETS.iter().enumerate() {
-                let c = cell(encoding, set);
-                let seeds = c.map_or(0, |c| c.accuracies.len());
-                let value = c.and_then(if statistic == "min" {
-                    Cell::min
-                } else {
-                    Cell::max
-                });
-                ours.push(show(value, seeds));
-                rows.push(Row {
-                    table: 2,
-                    encoding,
-                    layers: set_name(set),
-                    statistic,
-                    ours: value,
-                    seeds,
-                    paper: paper_values[i],
-                });
-            }
-            writeln!(md, "| {label} {statistic}, ours | {} |", ours.join(" | ")).unwrap();
-            let theirs: Vec<String> = paper_values.iter().map(|v| format!("{v:.2}")).collect();
-            writeln!(
-                md,
-                "| {label} {statistic}, paper | {} |",
-                theirs.join(" | ")
-            )
-            .unwrap();
+            let line = Line {
+                table: 2,
+                encoding,
+                label,
+                statistic,
+            };
+            line.write(&mut md, &mut rows, cells, &paper::TABLE2_SETS, paper_values);
         }
     }
 
@@ -313,6 +269,66 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
         }
     }
     (md, rows)
+}
+
+fn header(md: &mut String, sets: &[&[usize]]) {
+    let names: Vec<String> = sets.iter().map(|s| set_name(s)).collect();
+    writeln!(md, "| layers without residuals | {} |", names.join(" | ")).unwrap();
+    writeln!(md, "|---|{}", "---|".repeat(names.len())).unwrap();
+}
+
+/// One statistic of one encoding across a table's sets: our row and the paper's row below it.
+struct Line {
+    table: u8,
+    encoding: &'static str,
+    label: &'static str,
+    statistic: &'static str,
+}
+
+impl Line {
+    fn write(
+        &self,
+        md: &mut String,
+        rows: &mut Vec<Row>,
+        cells: &BTreeMap<Key, Cell>,
+        sets: &[&[usize]],
+        paper: &[f64],
+    ) {
+        let mut ours = Vec::new();
+        for (set, &paper) in sets.iter().zip(paper) {
+            let cell = cells.get(&(
+                self.encoding.to_string(),
+                "causal".to_string(),
+                set.to_vec(),
+            ));
+            let seeds = cell.map_or(0, |c| c.accuracies.len());
+            let value = cell.and_then(match self.statistic {
+                "mean" => Cell::mean,
+                "min" => Cell::min,
+                _ => Cell::max,
+            });
+            ours.push(match value {
+                Some(v) => format!("{v:.2} ({seeds})"),
+                None => "missing".to_string(),
+            });
+            rows.push(Row {
+                table: self.table,
+                encoding: self.encoding,
+                layers: set_name(set),
+                statistic: self.statistic,
+                ours: value,
+                seeds,
+                paper,
+            });
+        }
+        let name = match self.statistic {
+            "mean" => self.label.to_string(),
+            statistic => format!("{} {statistic}", self.label),
+        };
+        writeln!(md, "| {name}, ours | {} |", ours.join(" | ")).unwrap();
+        let theirs: Vec<String> = paper.iter().map(|v| format!("{v:.2}")).collect();
+        writeln!(md, "| {name}, paper | {} |", theirs.join(" | ")).unwrap();
+    }
 }
 
 /// Whether two runs differ only in what the tables group by or average over.

@@ -19,7 +19,7 @@ use burn::tensor::Device;
 use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
 use burn::train::{Interrupter, Learner, SupervisedTraining};
 use serde::{Deserialize, Serialize};
-use symbreak_data::{AdditionTask, IGNORED, Pair, Prompt, WindowSampler};
+use symbreak_data::{AdditionTask, IGNORED, Pair, WindowSampler};
 use symbreak_model::Decoder;
 
 use crate::backend::Backend;
@@ -254,7 +254,7 @@ pub fn train(
         &device,
     );
     let steps = if diverged {
-        last_metrics_step(&paths)?
+        last_metrics_step(&paths)
     } else {
         train.steps
     };
@@ -372,14 +372,14 @@ fn prepare_metrics(paths: &RunPaths, step: usize) -> Result<Resumed, RunError> {
     Ok(resumed)
 }
 
-fn last_metrics_step(paths: &RunPaths) -> Result<usize, RunError> {
+/// The step of the last row of `metrics.csv` (0 without one).
+fn last_metrics_step(paths: &RunPaths) -> usize {
     let text = fs::read_to_string(paths.metrics()).unwrap_or_default();
-    Ok(text
-        .lines()
+    text.lines()
         .skip(1)
         .filter_map(|row| row.split(',').next()?.parse().ok())
         .last()
-        .unwrap_or(0))
+        .unwrap_or(0)
 }
 
 /// A finished run loaded back: its configuration and final decoder.
@@ -477,10 +477,9 @@ pub fn predict(run: &FinishedRun, question: &str) -> Result<Prediction, RunError
             ));
         }
     };
-    let prompt = Prompt::new(&run.config.data, pair);
     let groups = eval_groups(&run.config.data, &[pair], 1);
     let batch = groups[0].to_batch(&run.device);
-    let prompts = batch.lines.narrow(1, 0, prompt.tokens.len());
+    let prompts = batch.lines.narrow(1, 0, batch.prompt_len);
     let ids = run
         .decoder
         .generate(prompts, run.config.max_new_tokens())

@@ -250,11 +250,12 @@ pub fn execute(
     let mut queue = Vec::new();
     for run in runs {
         let dir = out.join(&run.name);
-        if status(&dir) == Status::Finished {
+        let status = status(&dir);
+        if status == Status::Finished {
             tally.skipped += 1;
             continue;
         }
-        if status(&dir) == Status::New {
+        if status == Status::New {
             fs::create_dir_all(&dir)?;
             write_atomic(&dir.join("config.toml"), run.config.to_toml().as_bytes())?;
         }
