@@ -17,6 +17,14 @@ sweep-residuals preset="quick":
     cargo run --release --features {{features}} -- sweep experiments/sweep-residuals.toml --preset {{preset}} --jobs {{jobs}}
     cargo run --release --features {{features}} -- tables sweeps/sweep-residuals-{{preset}}
 
+# Figures 3-5 (correlation heatmaps, blockiness scores) and training curves from a sweep, into its figures/ folder.
+figures preset="quick":
+    cargo run --release --features {{features}} -- figures sweeps/sweep-residuals-{{preset}}
+
+# Time training steps and test-set evaluation on every compiled-in backend; writes bench.json.
+bench *args="":
+    cargo run --release --features {{features}} -- bench {{args}}
+
 # Tables 1 and 2 from whatever runs of a sweep have finished.
 tables preset="quick":
     cargo run --release --features {{features}} -- tables sweeps/sweep-residuals-{{preset}}

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use burn::module::Module;
 use clap::{Args, Parser, Subcommand};
+use symbreak_train::bench;
 use symbreak_train::config::PRESETS;
+use symbreak_train::evaluate::Checking;
 use symbreak_train::run::{self, RunError};
 use symbreak_train::sweep;
 use symbreak_train::{Backend, Override, RunConfig};
@@ -64,9 +66,31 @@ enum Command {
     },
     /// Write tables.md and tables.csv (the paper's tables 1 and 2) from a sweep folder.
     Tables { dir: PathBuf },
+    /// Draw the paper's figures 3-5 (correlation heatmaps with blockiness scores, into
+    /// DIR/figures) and training curves, from a sweep folder or from named runs.
+    Figures {
+        /// A sweep folder, e.g. sweeps/sweep-residuals-quick.
+        #[arg(required_unless_present = "runs")]
+        dir: Option<PathBuf>,
+        /// Instead of a sweep: a run folder to draw (layers 1, 3 and 6); repeatable.
+        #[arg(long = "run", conflicts_with = "dir")]
+        runs: Vec<PathBuf>,
+        /// Where the PNG files and scores.csv go (default: DIR/figures, or figures/ for --run).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Test lines behind each correlation matrix.
+        #[arg(long, default_value_t = symbreak_analysis::figures::DEFAULT_PROMPTS)]
+        prompts: usize,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
     /// Evaluate a finished run on its whole test set.
     Eval {
         run_dir: PathBuf,
+        /// Check every answer by token-by-token greedy generation, also for causal models
+        /// (which are otherwise checked in one teacher-forced pass, with the same result).
+        #[arg(long)]
+        generate: bool,
         #[command(flatten)]
         backend: BackendArg,
     },
@@ -76,6 +100,30 @@ enum Command {
         question: String,
         #[command(flatten)]
         backend: BackendArg,
+    },
+    /// Time training steps and test-set evaluation on each backend; print them and write JSON.
+    Bench {
+        /// Backends to time, e.g. flex,ndarray (default: every compiled-in backend).
+        #[arg(long = "backend", value_delimiter = ',')]
+        backends: Vec<String>,
+        /// Cases to time: quick, width128, width384 (default: all three).
+        #[arg(long, value_delimiter = ',')]
+        cases: Vec<String>,
+        /// One tiny model, two steps and 200 prompts: checks that the benchmark works.
+        #[arg(long)]
+        tiny: bool,
+        /// Timed steps per case (after the warm-up steps).
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        /// Untimed steps first.
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        /// Test prompts scored in the evaluation timing (the first case's model).
+        #[arg(long, default_value_t = 10_000)]
+        eval_prompts: usize,
+        /// Where to write the JSON report.
+        #[arg(long, default_value = "bench.json")]
+        out: PathBuf,
     },
     /// Print the resolved configuration and the model's parameter count.
     Model {
@@ -387,6 +435,22 @@ fn execute(command: Command) -> Result<(), RunError> {
             dry_run,
             backend.resolve()?,
         ),
+        Command::Figures {
+            dir,
+            runs,
+            out,
+            prompts,
+            backend,
+        } => {
+            let backend = backend.resolve()?;
+            backend.device().map_err(RunError::Usage)?;
+            if prompts < 2 {
+                return Err(RunError::Usage(format!(
+                    "--prompts {prompts}: a correlation needs at least 2 test lines"
+                )));
+            }
+            draw_figures(dir.as_deref(), &runs, out, prompts, backend)
+        }
         Command::Tables { dir } => {
             let markdown =
                 symbreak_analysis::tables::write_tables(&dir).map_err(RunError::Usage)?;
@@ -398,9 +462,18 @@ fn execute(command: Command) -> Result<(), RunError> {
             );
             Ok(())
         }
-        Command::Eval { run_dir, backend } => {
+        Command::Eval {
+            run_dir,
+            generate,
+            backend,
+        } => {
             let run = run::load_finished(&run_dir, backend.resolve()?)?;
-            let score = run::evaluate(&run)?;
+            let checking = if generate {
+                Checking::Generation
+            } else {
+                Checking::Fastest
+            };
+            let score = run::evaluate(&run, checking)?;
             println!(
                 "{}: exact match {:.2}% ({}/{})",
                 run_dir.display(),
@@ -434,6 +507,57 @@ fn execute(command: Command) -> Result<(), RunError> {
             );
             Ok(())
         }
+        Command::Bench {
+            backends,
+            cases,
+            tiny,
+            steps,
+            warmup,
+            eval_prompts,
+            out,
+        } => {
+            let backends = if backends.is_empty() {
+                Backend::ALL
+                    .into_iter()
+                    .filter(|b| b.is_compiled())
+                    .collect()
+            } else {
+                backends
+                    .iter()
+                    .map(|name| Backend::parse(name).map_err(RunError::Usage))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            let (all_cases, plan) = if tiny {
+                let plan = bench::Plan {
+                    warmup_steps: 1,
+                    timed_steps: 2,
+                    eval_prompts: 200,
+                };
+                (bench::Case::tiny(), plan)
+            } else {
+                let plan = bench::Plan {
+                    warmup_steps: warmup,
+                    timed_steps: steps.max(1),
+                    eval_prompts,
+                };
+                (bench::Case::standard(), plan)
+            };
+            let chosen: Vec<bench::Case> = if cases.is_empty() || tiny {
+                all_cases
+            } else {
+                cases
+                    .iter()
+                    .map(|name| {
+                        all_cases.iter().find(|c| c.name == name).cloned().ok_or_else(|| {
+                            RunError::Usage(format!(
+                                "unknown case {name:?}; the cases are quick, width128 and width384"
+                            ))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            };
+            run_bench(&chosen, &backends, plan, &out)
+        }
         Command::Model { config } => {
             let (config, _) = config.resolve()?;
             print!("{}", config.to_toml());
@@ -448,4 +572,118 @@ fn execute(command: Command) -> Result<(), RunError> {
             Ok(())
         }
     }
+}
+
+/// Times every case on every backend, printing each result as it comes, then writes the report.
+fn run_bench(
+    cases: &[bench::Case],
+    backends: &[Backend],
+    plan: bench::Plan,
+    out: &std::path::Path,
+) -> Result<(), RunError> {
+    for backend in backends {
+        backend.device().map_err(RunError::Usage)?;
+    }
+    let mut report = bench::Report::new();
+    for case in cases {
+        println!(
+            "{}: {}, {} rows, dropout {}",
+            case.name,
+            bench::shape(&case.config.model),
+            case.config.train.batch_size,
+            case.config.model.dropout
+        );
+        for &backend in backends {
+            let t = bench::time_steps(case, backend, plan)?;
+            println!(
+                "  {backend:<8} step {:>8.1} ms (forward {:.1}, backward {:.1}, optimiser {:.1}), {:>8.0} tokens/s, {:>6.1} GFLOP/s",
+                t.median_ms,
+                t.forward_ms,
+                t.backward_ms,
+                t.optimizer_ms,
+                t.tokens_per_second,
+                t.gflops
+            );
+            report.steps.push(t);
+        }
+    }
+    if let Some(case) = cases.first() {
+        println!(
+            "evaluation of {} test prompts ({} model):",
+            plan.eval_prompts, case.name
+        );
+        for &backend in backends {
+            for t in bench::time_eval(case, backend, plan.eval_prompts)? {
+                println!(
+                    "  {backend:<8} {:<15} {:>9.0} ms, {:>7.0} prompts/s",
+                    t.method, t.ms, t.prompts_per_second
+                );
+                report.eval.push(t);
+            }
+        }
+    }
+    let json = serde_json::to_string_pretty(&report).expect("a report serializes");
+    run::write_atomic(out, json.as_bytes())
+        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", out.display())))?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// `symbreak figures`: the paper's figures (and a sweep's curves), reporting what it skipped.
+fn draw_figures(
+    sweep: Option<&std::path::Path>,
+    runs: &[PathBuf],
+    out: Option<PathBuf>,
+    prompts: usize,
+    backend: Backend,
+) -> Result<(), RunError> {
+    use symbreak_analysis::figures;
+    let usage = |e: symbreak_analysis::draw::FigureError| RunError::Usage(e.0);
+    let (specs, missing, out) = match sweep {
+        Some(dir) => {
+            if !dir.is_dir() {
+                return Err(RunError::Usage(format!(
+                    "no sweep folder at {}",
+                    dir.display()
+                )));
+            }
+            let (specs, missing) = figures::paper_figures(dir).map_err(usage)?;
+            (specs, missing, out.unwrap_or_else(|| dir.join("figures")))
+        }
+        None => {
+            let specs = figures::run_figures(runs).map_err(usage)?;
+            (
+                specs,
+                Vec::new(),
+                out.unwrap_or_else(|| PathBuf::from("figures")),
+            )
+        }
+    };
+    for reason in &missing {
+        eprintln!("skipped: {reason}");
+    }
+    if !specs.is_empty() {
+        let mut progress = |line: &str| eprintln!("{line}");
+        figures::draw_figures(&specs, &out, prompts, backend, &mut progress)
+            .map_err(|e| RunError::Failed(e.0))?;
+        for spec in &specs {
+            println!("wrote {}", out.join(format!("{}.png", spec.name)).display());
+        }
+        println!("wrote {}", out.join("scores.csv").display());
+    }
+    let mut curves = 0;
+    if let Some(dir) = sweep {
+        let written = figures::draw_curves(dir, &out).map_err(|e| RunError::Failed(e.0))?;
+        curves = written.len();
+        println!(
+            "wrote {curves} curve figures (each run's curves.png, and the sweep's in {})",
+            out.display()
+        );
+    }
+    if specs.is_empty() && curves == 0 {
+        return Err(RunError::Usage(
+            "nothing to draw: the sweep has no finished runs the figures need (see above)".into(),
+        ));
+    }
+    Ok(())
 }

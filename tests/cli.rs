@@ -99,6 +99,13 @@ fn the_smoke_preset_learns_addition_and_eval_reproduces_it() {
         "eval printed {:?}, expected {expected}",
         text(&eval)
     );
+    // Token-by-token generation agrees with the one-pass teacher-forced check.
+    let generated = run(&["eval", "--generate", dir.to_str().unwrap()]);
+    assert!(
+        text(&generated).contains(&expected),
+        "eval --generate printed {:?}, expected {expected}",
+        text(&generated)
+    );
 
     let predict = run(&["predict", dir.to_str().unwrap(), "12+34"]);
     assert!(predict.status.success(), "{}", text(&predict));
@@ -347,4 +354,34 @@ fn help_and_model_describe_the_tool() {
         "{}",
         text(&nope)
     );
+}
+
+#[test]
+fn bench_writes_a_json_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("bench.json");
+    let out = run(&["bench", "--tiny", "--out", json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "one tiny case on the default backend");
+    let step = &steps[0];
+    assert_eq!(step["case"], "tiny");
+    assert_eq!(step["tokens_per_step"], 8 * 16);
+    for key in ["median_ms", "tokens_per_second", "gflops", "forward_ms"] {
+        assert!(step[key].as_f64().unwrap() > 0.0, "{key}: {step}");
+    }
+    let methods: Vec<&str> = report["eval"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods, ["teacher-forced", "generation"]);
+    assert_eq!(report["eval"][0]["prompts"], 200);
+
+    let bad = run(&["bench", "--cases", "huge"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(text(&bad).contains("unknown case"), "{}", text(&bad));
 }

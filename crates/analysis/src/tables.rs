@@ -77,14 +77,14 @@ impl Cell {
 /// Cells by (positional encoding, attention mask, sorted layers without residuals).
 type Key = (String, String, Vec<usize>);
 
-fn encoding_name(p: PositionalEncoding) -> &'static str {
+pub(crate) fn encoding_name(p: PositionalEncoding) -> &'static str {
     match p {
         PositionalEncoding::Learned => "learned",
         PositionalEncoding::None => "nope",
     }
 }
 
-fn mask_name(m: AttentionMask) -> &'static str {
+pub(crate) fn mask_name(m: AttentionMask) -> &'static str {
     match m {
         AttentionMask::Causal => "causal",
         AttentionMask::Bidirectional => "bidirectional",
@@ -108,7 +108,7 @@ pub fn cells(runs: &[FinishedRun]) -> BTreeMap<Key, Cell> {
     cells
 }
 
-fn set_name(layers: &[usize]) -> String {
+pub(crate) fn set_name(layers: &[usize]) -> String {
     let inner: Vec<String> = layers.iter().map(usize::to_string).collect();
     format!("{{{}}}", inner.join(","))
 }

@@ -24,13 +24,16 @@ impl Prompt {
         }
     }
 
-    /// Whether `generated` (the text after the prompt) answers the question exactly.
-    pub fn is_correct(&self, config: &TaskConfig, generated: &str) -> bool {
-        parse_answer(generated, config.reverse) == Some(self.pair.sum())
+    /// Whether `generated` (the text after the prompt) begins with exactly the answer text and
+    /// its closing `$`: another spelling of the same number (`"0010$"` for `"001$"`) is wrong.
+    pub fn is_correct(&self, generated: &str) -> bool {
+        let answer = Tokenizer::decode(&self.answer).expect("answers use only vocabulary symbols");
+        generated.starts_with(&answer)
     }
 }
 
-/// Reads a number from generated text: the digits up to the closing `$` (reversed back when the
+/// Reads a number from generated text (for showing what a model wrote; correctness is
+/// [`Prompt::is_correct`]): the digits up to the closing `$` (reversed back when the
 /// task writes answers reversed). `None` without a closing `$`, with no digits, or with anything
 /// but digits before it.
 pub fn parse_answer(generated: &str, reversed: bool) -> Option<u64> {
@@ -56,8 +59,13 @@ mod tests {
         let prompt = Prompt::new(&config, Pair { a: 50, b: 50 });
         assert_eq!(Tokenizer::decode(&prompt.tokens).unwrap(), "$50+50=");
         assert_eq!(Tokenizer::decode(&prompt.answer).unwrap(), "001$");
-        assert!(prompt.is_correct(&config, "001$\n$1"));
-        assert!(!prompt.is_correct(&config, "100$"));
+        assert!(prompt.is_correct("001$\n$1"));
+        assert!(!prompt.is_correct("100$"));
+        assert!(
+            !prompt.is_correct("0010$"),
+            "the right number, spelled otherwise"
+        );
+        assert!(!prompt.is_correct("001"), "no closing $");
     }
 
     #[test]

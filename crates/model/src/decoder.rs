@@ -6,7 +6,7 @@ use burn::tensor::module::linear;
 use burn::tensor::{Device, Int, Tensor};
 
 use crate::block::{Block, LayerActivations, layer_norm};
-use crate::config::{ConfigError, DecoderConfig, PositionalEncoding};
+use crate::config::{AttentionMask, ConfigError, DecoderConfig, PositionalEncoding};
 
 #[derive(Module, Debug)]
 pub struct Decoder {
@@ -18,6 +18,8 @@ pub struct Decoder {
     blocks: Vec<Block>,
     ln_f: LayerNorm,
     block_size: usize,
+    /// Whether attention is causal (each position sees only itself and earlier ones).
+    causal: bool,
 }
 
 /// What a forward pass with cache returns besides the logits: each layer's named activations,
@@ -51,6 +53,7 @@ impl DecoderConfig {
                 .collect(),
             ln_f: layer_norm(self, device),
             block_size: self.block_size,
+            causal: self.mask == AttentionMask::Causal,
         })
     }
 }
@@ -99,6 +102,10 @@ impl Decoder {
 
     pub fn block_size(&self) -> usize {
         self.block_size
+    }
+
+    pub fn is_causal(&self) -> bool {
+        self.causal
     }
 
     fn embed(&self, tokens: Tensor<2, Int>) -> Tensor<3> {

@@ -26,6 +26,20 @@ pub struct EvalBatch {
     pub pairs: Vec<Pair>,
 }
 
+impl EvalBatch {
+    /// Tokens of each answer, the closing `$` included.
+    pub fn answer_len(&self) -> usize {
+        self.lines.dims()[1] - self.prompt_len
+    }
+
+    /// The true answers, `[rows, answer_len]`.
+    pub fn answers(&self) -> Tensor<2, Int> {
+        self.lines
+            .clone()
+            .narrow(1, self.prompt_len, self.answer_len())
+    }
+}
+
 /// The training loader: pass `p` over it yields optimiser steps `p * steps_per_pass ..`, step
 /// `s` being the windows `s * rows .. (s + 1) * rows` of the sampler. A pass is one learner
 /// "epoch", so the learner evaluates and checkpoints after every `steps_per_pass` steps, and a

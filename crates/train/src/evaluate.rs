@@ -1,7 +1,17 @@
-//! Exact-match accuracy: greedy answers to `$a+b=` prompts, read back and compared with a + b.
+//! Exact-match accuracy: a greedy answer to `$a+b=` is right when its text, up to and including
+//! the closing `$`, is exactly the task's answer text (`"001$"` for 50+50, reversed); a
+//! non-canonical spelling of the right number (`"0010$"`) is wrong.
+//!
+//! Two ways to find out, with the same result for causal models:
+//! - by generation: decode the answer token by token, feeding back each argmax;
+//! - by teacher forcing: one forward pass over the whole line `$a+b=answer$`. With the causal
+//!   mask the logits at a position depend only on the tokens up to it, so greedy decoding writes
+//!   the true answer exactly when, with the true answer fed in, the argmax at every answer
+//!   position (the closing `$` included) is the true next token. Bidirectional models see the
+//!   answer from every position, so for them only generation counts.
 
-use burn::tensor::Device;
-use symbreak_data::{Pair, TaskConfig, Tokenizer, parse_answer};
+use burn::tensor::{Device, Int, Tensor};
+use symbreak_data::{Pair, TaskConfig, Tokenizer};
 use symbreak_model::Decoder;
 
 use crate::batches::{EvalBatch, eval_groups};
@@ -31,52 +41,88 @@ impl Score {
             total: self.total + other.total,
         }
     }
-}
 
-/// Greedily decodes `max_new_tokens` after each prompt of the batch and counts exact answers.
-pub fn score_batch(
-    model: &Decoder,
-    task: &TaskConfig,
-    batch: &EvalBatch,
-    max_new_tokens: usize,
-) -> Score {
-    let prompts = batch.lines.clone().narrow(1, 0, batch.prompt_len);
-    let generated = model.generate(prompts, max_new_tokens);
-    let ids = generated
-        .try_into_vec_as::<i64>()
-        .expect("generated tokens can be read back");
-    let correct = ids
-        .chunks(max_new_tokens)
-        .zip(&batch.pairs)
-        .filter(|(row, pair)| answers(task, row, **pair))
-        .count();
-    Score {
-        correct,
-        total: batch.pairs.len(),
+    pub fn of(correct_rows: &[bool]) -> Score {
+        Score {
+            correct: correct_rows.iter().filter(|&&ok| ok).count(),
+            total: correct_rows.len(),
+        }
     }
 }
 
-/// Whether generated token ids spell the right answer (up to the closing `$`).
-pub fn answers(task: &TaskConfig, generated: &[i64], pair: Pair) -> bool {
-    decode(generated).is_some_and(|text| parse_answer(&text, task.reverse) == Some(pair.sum()))
+/// How exact-match answers are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checking {
+    /// Teacher forcing for causal models, generation for bidirectional ones.
+    Fastest,
+    /// Token-by-token greedy generation for every model.
+    Generation,
 }
 
-/// Generated token ids as text; `None` if an id is outside the vocabulary.
-pub fn decode(generated: &[i64]) -> Option<String> {
-    let ids: Vec<usize> = generated.iter().map(|&t| t as usize).collect();
+/// Which rows of the batch the model answers exactly.
+pub fn correct_rows(model: &Decoder, batch: &EvalBatch, checking: Checking) -> Vec<bool> {
+    if model.is_causal() && checking == Checking::Fastest {
+        let [_, line_len] = batch.lines.dims();
+        let logits = model.forward(batch.lines.clone().narrow(1, 0, line_len - 1));
+        correct_by_teacher_forcing(logits, batch)
+    } else {
+        correct_by_generation(model, batch)
+    }
+}
+
+/// Greedily decodes each prompt's answer length and compares it with the true answer.
+pub fn correct_by_generation(model: &Decoder, batch: &EvalBatch) -> Vec<bool> {
+    let answer_len = batch.answer_len();
+    let prompts = batch.lines.clone().narrow(1, 0, batch.prompt_len);
+    let generated = model.generate(prompts, answer_len);
+    rows_equal(generated, batch.answers())
+}
+
+/// `logits`: the causal model's `[rows, line_len - 1, vocab]` output for the lines without their
+/// last token. A row is right when the argmax at every answer position is the true next token.
+pub fn correct_by_teacher_forcing(logits: Tensor<3>, batch: &EvalBatch) -> Vec<bool> {
+    let [rows, _, _] = logits.dims();
+    let answer_len = batch.answer_len();
+    let predicted = logits
+        .narrow(1, batch.prompt_len - 1, answer_len)
+        .argmax(2)
+        .reshape([rows, answer_len]);
+    rows_equal(predicted, batch.answers())
+}
+
+/// Row-wise equality of two `[rows, n]` token tensors.
+fn rows_equal(tokens: Tensor<2, Int>, expected: Tensor<2, Int>) -> Vec<bool> {
+    let [rows, n] = tokens.dims();
+    let tokens = read_ids(tokens);
+    let expected = read_ids(expected);
+    (0..rows)
+        .map(|row| tokens[row * n..(row + 1) * n] == expected[row * n..(row + 1) * n])
+        .collect()
+}
+
+/// Token ids read back to the host.
+pub fn read_ids(tokens: Tensor<2, Int>) -> Vec<i64> {
+    tokens
+        .try_into_vec_as::<i64>()
+        .expect("token ids can be read back from the device")
+}
+
+/// Token ids as text; `None` if an id is outside the vocabulary.
+pub fn decode(ids: &[i64]) -> Option<String> {
+    let ids: Vec<usize> = ids.iter().map(|&t| t as usize).collect();
     Tokenizer::decode(&ids).ok()
 }
 
-/// Exact-match score over `pairs`, in batches of equal-length prompts.
+/// Exact-match score over `pairs`, in batches of equal-length lines.
 pub fn exact_match(
     model: &Decoder,
     task: &TaskConfig,
     pairs: &[Pair],
-    max_new_tokens: usize,
+    checking: Checking,
     device: &Device,
 ) -> Score {
     eval_groups(task, pairs, EVAL_ROWS)
         .iter()
-        .map(|group| score_batch(model, task, &group.to_batch(device), max_new_tokens))
+        .map(|group| Score::of(&correct_rows(model, &group.to_batch(device), checking)))
         .fold(Score::default(), Score::add)
 }

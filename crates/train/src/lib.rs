@@ -5,12 +5,14 @@
 //! - [`step`]: the training and evaluation steps, the optimiser and gradient clipping.
 //! - [`schedule`]: the learning-rate schedule.
 //! - [`metrics`], [`renderer`]: exact-match accuracy, divergence, `metrics.csv` and progress.
-//! - [`evaluate`]: exact-match accuracy of greedy answers.
+//! - [`evaluate`]: exact-match accuracy of greedy answers (teacher-forced for causal models).
 //! - [`run`]: the run folder: training, resuming, finishing, evaluating and predicting.
+//! - [`bench`]: timings of training steps and evaluation (`symbreak bench`).
 //! - [`sweep`]: grids of runs, planned, sharded and run in parallel processes.
 
 pub mod backend;
 pub mod batches;
+pub mod bench;
 pub mod config;
 pub mod evaluate;
 pub mod metrics;

@@ -19,13 +19,13 @@ use burn::tensor::Device;
 use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
 use burn::train::{Interrupter, Learner, SupervisedTraining};
 use serde::{Deserialize, Serialize};
-use symbreak_data::{AdditionTask, IGNORED, Pair, WindowSampler};
+use symbreak_data::{AdditionTask, IGNORED, Pair, Prompt, WindowSampler};
 use symbreak_model::Decoder;
 
 use crate::backend::Backend;
 use crate::batches::{EvalLoader, WindowLoader, eval_groups};
 use crate::config::RunConfig;
-use crate::evaluate::{EVAL_ROWS, Score, decode, exact_match};
+use crate::evaluate::{Checking, EVAL_ROWS, Score, decode, exact_match, read_ids};
 use crate::metrics::{DIVERGED, DivergenceGuard, ExactMatchMetric};
 use crate::renderer::{METRICS_HEADER, Resumed, RunRenderer};
 use crate::schedule::WarmupCosine;
@@ -250,7 +250,7 @@ pub fn train(
         &decoder,
         &config.data,
         &task.test,
-        config.max_new_tokens(),
+        Checking::Fastest,
         &device,
     );
     let steps = if diverged {
@@ -436,14 +436,14 @@ pub fn load_finished(dir: &Path, backend: Backend) -> Result<FinishedRun, RunErr
 }
 
 /// The exact-match score of a finished run on its whole test set.
-pub fn evaluate(run: &FinishedRun) -> Result<Score, RunError> {
+pub fn evaluate(run: &FinishedRun, checking: Checking) -> Result<Score, RunError> {
     let task =
         AdditionTask::generate(&run.config.data).map_err(|e| RunError::Usage(e.to_string()))?;
     Ok(exact_match(
         &run.decoder,
         &run.config.data,
         &task.test,
-        run.config.max_new_tokens(),
+        checking,
         &run.device,
     ))
 }
@@ -480,11 +480,7 @@ pub fn predict(run: &FinishedRun, question: &str) -> Result<Prediction, RunError
     let groups = eval_groups(&run.config.data, &[pair], 1);
     let batch = groups[0].to_batch(&run.device);
     let prompts = batch.lines.narrow(1, 0, batch.prompt_len);
-    let ids = run
-        .decoder
-        .generate(prompts, run.config.max_new_tokens())
-        .try_into_vec_as::<i64>()
-        .map_err(|e| RunError::Failed(format!("cannot read the generated tokens: {e}")))?;
+    let ids = read_ids(run.decoder.generate(prompts, run.config.max_new_tokens()));
     let text = decode(&ids).unwrap_or_default();
     let generated = match text.find('$') {
         Some(end) => text[..=end].to_string(),
@@ -493,7 +489,7 @@ pub fn predict(run: &FinishedRun, question: &str) -> Result<Prediction, RunError
     let answer = symbreak_data::parse_answer(&generated, run.config.data.reverse);
     Ok(Prediction {
         pair,
-        correct: answer == Some(pair.sum()),
+        correct: Prompt::new(&run.config.data, pair).is_correct(&generated),
         generated,
         answer,
     })

@@ -8,12 +8,12 @@ use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{ExecutionError, Int, Tensor};
 use burn::train::metric::{AccuracyInput, Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
-use symbreak_data::{IGNORED, LossTargets, TaskConfig, masks_targets};
+use symbreak_data::{IGNORED, LossTargets, masks_targets};
 use symbreak_model::Decoder;
 
 use crate::batches::{EvalBatch, TrainBatch};
 use crate::config::{RunConfig, TrainConfig};
-use crate::evaluate::{Score, score_batch};
+use crate::evaluate::{Checking, Score, correct_by_teacher_forcing, correct_rows};
 use crate::metrics::StepLoss;
 
 /// The decoder with what its steps need to know besides the weights.
@@ -21,9 +21,6 @@ use crate::metrics::StepLoss;
 pub struct Trainee {
     pub decoder: Decoder,
     grad_clip: f64,
-    max_new_tokens: usize,
-    digits: u32,
-    reverse: bool,
     /// Whether targets equal to `IGNORED` are left out of the loss.
     masked: bool,
     /// Whether the loss counts only answer tokens.
@@ -35,9 +32,6 @@ impl Trainee {
         Self {
             decoder,
             grad_clip: config.train.grad_clip,
-            max_new_tokens: config.max_new_tokens(),
-            digits: config.data.digits,
-            reverse: config.data.reverse,
             masked: Self::masks_targets(config),
             answer_only: config.train.loss == LossTargets::Answer,
         }
@@ -48,16 +42,8 @@ impl Trainee {
         masks_targets(config.train.batching, config.train.loss)
     }
 
-    fn task(&self) -> TaskConfig {
-        TaskConfig {
-            digits: self.digits,
-            reverse: self.reverse,
-            ..TaskConfig::default()
-        }
-    }
-
     /// Mean next-token cross-entropy over every position, with the flattened logits and targets.
-    fn loss(&self, inputs: Tensor<2, Int>, targets: Tensor<2, Int>) -> StepOutput {
+    pub fn loss(&self, inputs: Tensor<2, Int>, targets: Tensor<2, Int>) -> StepOutput {
         let logits = self.decoder.forward(inputs);
         let [rows, time, vocab] = logits.dims();
         let logits = logits.reshape([rows * time, vocab]);
@@ -138,6 +124,18 @@ impl TrainStep for Trainee {
         lr: ModuleLearningRate,
         grads: GradientsParams,
     ) -> Self {
+        self.clip_and_step(optim, lr, grads)
+    }
+}
+
+impl Trainee {
+    /// Clips the gradients' global norm, then takes one optimiser step.
+    pub fn clip_and_step(
+        self,
+        optim: &mut ModuleOptimizer,
+        lr: impl Into<ModuleLearningRate>,
+        grads: GradientsParams,
+    ) -> Self {
         let grads = clip_global_norm(&self, grads, self.grad_clip);
         optim.step(lr, self, grads)
     }
@@ -159,8 +157,15 @@ impl InferenceStep for Trainee {
             targets = Tensor::cat(vec![ignored, answer], 1);
         }
         let mut output = self.loss(inputs, targets);
-        output.exact = score_batch(&self.decoder, &self.task(), &batch, self.max_new_tokens);
-        debug_assert_eq!(output.exact.total, rows);
+        let correct = if self.decoder.is_causal() {
+            // The loss's forward pass was already teacher-forced: read the answers off it.
+            let [_, vocab] = output.logits.dims();
+            let logits = output.logits.clone().reshape([rows, line_len - 1, vocab]);
+            correct_by_teacher_forcing(logits, &batch)
+        } else {
+            correct_rows(&self.decoder, &batch, Checking::Generation)
+        };
+        output.exact = Score::of(&correct);
         output
     }
 }
