@@ -294,14 +294,23 @@ fn run_sweep(
     shard: Option<&str>,
     out: Option<PathBuf>,
     dry_run: bool,
-    backend: Backend,
+    backend: &BackendArg,
 ) -> Result<(), RunError> {
     let (index, count) = shard.map(parse_shard).transpose()?.unwrap_or((1, 1));
+    let explicit = backend.backend.is_some();
+    let backend = backend.resolve()?;
     if jobs == 0 {
         return Err(RunError::Usage("--jobs must be at least 1".into()));
     }
     backend.device().map_err(RunError::Usage)?;
-    let plan = sweep::Sweep::load(file, preset).map_err(|e| RunError::Usage(e.0))?;
+    let mut plan = sweep::Sweep::load(file, preset).map_err(|e| RunError::Usage(e.0))?;
+    // Each new run's config.toml records its backend: --backend, else the sweep file's, else
+    // the build's default. Started runs resume on the backend their config.toml names.
+    for run in &mut plan.runs {
+        if explicit || run.config.train.backend.is_none() {
+            run.config.train.backend = Some(backend);
+        }
+    }
     let out = out.unwrap_or_else(|| {
         let stem = file.file_stem().unwrap_or_default().to_string_lossy();
         PathBuf::from("sweeps").join(format!("{stem}-{}", plan.base.trim_end_matches(".toml")))
@@ -345,7 +354,6 @@ fn run_sweep(
     let launcher = sweep::Launcher {
         program: std::env::current_exe()
             .map_err(|e| RunError::Failed(format!("cannot find this program: {e}")))?,
-        backend: backend.name().to_string(),
         threads: (threads / jobs).max(1),
     };
     let tally = sweep::execute(&runs, &out, jobs, &launcher)
@@ -385,8 +393,7 @@ fn execute(command: Command) -> Result<(), RunError> {
             if exit_with_parent {
                 exit_when_stdin_closes();
             }
-            let backend = backend.resolve()?;
-            let (config, out) = match (&out, config.names_a_base()) {
+            let (mut config, out) = match (&out, config.names_a_base()) {
                 // `--resume --out DIR` alone: the run's own configuration.
                 (Some(dir), false) if resume => {
                     let saved = dir.join("config.toml");
@@ -406,6 +413,12 @@ fn execute(command: Command) -> Result<(), RunError> {
                     (config, out)
                 }
             };
+            // --backend, else the configuration's, else the build's default; recorded in config.toml.
+            let backend = match (&backend.backend, config.train.backend) {
+                (None, Some(configured)) => configured,
+                _ => backend.resolve()?,
+            };
+            config.train.backend = Some(backend);
             let result = run::train(&config, &out, resume, backend)?;
             println!(
                 "finished {}: exact match {:.2}% ({}/{}){} in {:.0}s",
@@ -433,7 +446,7 @@ fn execute(command: Command) -> Result<(), RunError> {
             shard.as_deref(),
             out,
             dry_run,
-            backend.resolve()?,
+            &backend,
         ),
         Command::Figures {
             dir,
@@ -582,7 +595,7 @@ fn run_bench(
     out: &std::path::Path,
 ) -> Result<(), RunError> {
     for backend in backends {
-        backend.device().map_err(RunError::Usage)?;
+        backend.usable_device().map_err(RunError::Usage)?;
     }
     let mut report = bench::Report::new();
     for case in cases {

@@ -3,6 +3,8 @@
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::activation::softmax;
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Tensor};
 
 use crate::block::linear;
@@ -36,6 +38,7 @@ impl SelfAttention {
     /// `x`: `[batch, time, width]` -> `[batch, time, width]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let [batch, time, width] = x.dims();
+        let x_is_autodiff = x.device().is_autodiff();
         let head_dim = width / self.n_head;
         let split_heads = |t: Tensor<3>| {
             t.reshape([batch, time, self.n_head, head_dim])
@@ -53,6 +56,25 @@ impl SelfAttention {
             qkv.next().unwrap(),
         );
 
+        let y = if x_is_autodiff {
+            self.attend(q, k, v)
+        } else {
+            // Inference: the backend's fused attention (flex has one; others decompose it).
+            let options = AttentionModuleOptions {
+                is_causal: self.causal,
+                ..Default::default()
+            };
+            attention(q, k, v, None, None, options)
+        };
+        let y = y.swap_dims(1, 2).reshape([batch, time, width]);
+        self.resid_dropout.forward(self.c_proj.forward(y))
+    }
+
+    /// Attention of `[batch, heads, time, head_dim]` queries, keys and values, written out so
+    /// that autodiff differentiates it and dropout can act on the attention weights (Burn's
+    /// fused attention has neither).
+    fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+        let [_, _, time, head_dim] = q.dims();
         let mut scores = q
             .matmul(k.swap_dims(2, 3))
             .div_scalar((head_dim as f32).sqrt());
@@ -61,12 +83,7 @@ impl SelfAttention {
             let future = Tensor::<2, Bool>::tril_mask([time, time], 0, &scores.device());
             scores = scores.mask_fill(future.unsqueeze::<4>(), f32::NEG_INFINITY);
         }
-        let weights = self.attn_dropout.forward(softmax(scores, 3));
-        let y = weights
-            .matmul(v)
-            .swap_dims(1, 2)
-            .reshape([batch, time, width]);
-        self.resid_dropout.forward(self.c_proj.forward(y))
+        self.attn_dropout.forward(softmax(scores, 3)).matmul(v)
     }
 }
 

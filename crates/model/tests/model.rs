@@ -100,3 +100,36 @@ fn generation_appends_the_argmax_tokens() {
     let got = generated.narrow(1, 0, 1).try_into_vec_as::<i64>().unwrap();
     assert_eq!(got, first);
 }
+
+#[test]
+fn fused_inference_attention_equals_the_written_out_training_attention() {
+    use symbreak_model::AttentionMask;
+    for mask in [AttentionMask::Causal, AttentionMask::Bidirectional] {
+        let autodiff = device().autodiff();
+        autodiff.seed(5);
+        let model = DecoderConfig::new()
+            .with_block_size(16)
+            .with_n_layer(2)
+            .with_n_head(2)
+            .with_n_embd(16)
+            .with_dropout(0.0)
+            .with_mask(mask)
+            .init(&autodiff)
+            .unwrap();
+        let data: Vec<i64> = (0..3 * 9).map(|i| ((i * 5 + 1) % 14) as i64).collect();
+        let training = model.forward(Tensor::from_data(
+            TensorData::new(data.clone(), [3, 9]),
+            &autodiff,
+        ));
+        let inference = model
+            .valid()
+            .forward(Tensor::from_data(TensorData::new(data, [3, 9]), &device()));
+        let (a, b) = (values(training), values(inference));
+        let worst = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max);
+        assert!(worst < 1e-5, "{mask:?}: paths differ by {worst}");
+    }
+}

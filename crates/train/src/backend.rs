@@ -73,6 +73,27 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// The device, checked by one small computation: wgpu compiled in but without a Vulkan,
+    /// Metal or DirectX device panics inside Burn, which becomes an error here.
+    pub fn usable_device(self) -> Result<Device, String> {
+        let device = self.device()?;
+        let probe = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            burn::tensor::Tensor::<1>::ones([4], &device)
+                .sum()
+                .into_scalar::<f32>()
+        }));
+        match probe {
+            Ok(sum) if sum == 4.0 => Ok(device),
+            Ok(sum) => Err(format!("backend {self} computes 1+1+1+1 = {sum}")),
+            Err(_) => Err(format!(
+                "backend {self} has no usable device here (for wgpu without a GPU, install a \
+                 software Vulkan driver: apt-get install mesa-vulkan-drivers)"
+            )),
+        }
+    }
+}
+
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use symbreak_data::{Batching, LossTargets, TaskConfig};
 use symbreak_model::{AttentionMask, DecoderConfig, PositionalEncoding};
 
+use crate::backend::Backend;
+
 /// Everything that defines a run. Written beside its results as `config.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
@@ -50,6 +52,10 @@ pub struct TrainConfig {
     pub eval_every: usize,
     /// Test prompts answered at each evaluation during training (the final one uses them all).
     pub eval_prompts: usize,
+    /// The tensor backend (`ndarray`, `flex` or `wgpu`); unset: `--backend` or the build's
+    /// default. `symbreak train` records the one it used in the run's `config.toml`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
 }
 
 impl Default for TrainConfig {
@@ -70,6 +76,7 @@ impl Default for TrainConfig {
             grad_clip: 1.0,
             eval_every: 250,
             eval_prompts: 500,
+            backend: None,
         }
     }
 }
@@ -295,6 +302,9 @@ fn apply(table: &mut toml::Table, change: &Override) -> Result<(), ConfigError> 
     }
 }
 
+/// Fields that are unset by default, so that the serialized defaults do not show them.
+const OPTIONAL_FIELDS: [(&str, &str); 1] = [("train", "backend")];
+
 /// Reads one section over the defaults, refusing fields the defaults do not have.
 fn section<T: Serialize + DeserializeOwned>(
     table: &toml::Table,
@@ -310,9 +320,14 @@ fn section<T: Serialize + DeserializeOwned>(
     match table.get(name) {
         None => {}
         Some(toml::Value::Table(given)) => {
+            let optional = OPTIONAL_FIELDS
+                .iter()
+                .filter(|(section, _)| *section == name)
+                .map(|(_, field)| *field);
             for (key, value) in given {
-                if !defaults.contains_key(key) {
-                    let known: Vec<&str> = defaults.keys().map(String::as_str).collect();
+                if !defaults.contains_key(key) && !optional.clone().any(|field| field == key) {
+                    let mut known: Vec<&str> = defaults.keys().map(String::as_str).collect();
+                    known.extend(optional.clone());
                     return error(format!(
                         "{name}.{key}: unknown field; the fields of [{name}] are {}",
                         known.join(", ")
@@ -357,9 +372,11 @@ mod tests {
                 Override::parse("model.positional=none").unwrap(),
                 Override::parse("model.ablate=[1, 2]").unwrap(),
                 Override::parse("train.seed=7").unwrap(),
+                Override::parse("train.backend=flex").unwrap(),
             ],
         )
         .unwrap();
+        assert_eq!(config.train.backend, Some(Backend::Flex));
         assert_eq!(config.model.positional, PositionalEncoding::None);
         assert_eq!(config.model.ablate, vec![1, 2]);
         assert_eq!(config.train.seed, 7);
@@ -377,6 +394,7 @@ mod tests {
         assert!(message("[optimizer]\nlr = 1").contains("unknown section [optimizer]"));
         assert!(message("[model]\nn_head = 5").contains("model.n_head"));
         assert!(message("[model]\nablate = [9]").contains("model.ablate"));
+        assert!(message("[train]\nbackend = \"cuda\"").contains("train.backend: unknown variant"));
         assert!(
             message("[model]\npositional = \"rope\"").contains("model.positional: unknown variant")
         );

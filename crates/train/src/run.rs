@@ -155,7 +155,7 @@ pub fn train(
             dir.display()
         ));
     }
-    let device = backend.device().map_err(RunError::Usage)?;
+    let device = backend.usable_device().map_err(RunError::Usage)?;
     let started = Instant::now();
     println!(
         "run {} on {backend}: {} parameters",
@@ -409,7 +409,7 @@ pub fn load_finished(dir: &Path, backend: Backend) -> Result<FinishedRun, RunErr
         ));
     }
     let config = RunConfig::from_file(&paths.config(), &[]).map_err(|e| RunError::Usage(e.0))?;
-    let device = backend.device().map_err(RunError::Usage)?;
+    let device = backend.usable_device().map_err(RunError::Usage)?;
     let decoder = config
         .model
         .init(&device)

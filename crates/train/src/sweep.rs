@@ -207,10 +207,10 @@ impl fmt::Display for Tally {
     }
 }
 
-/// How to start one run: the `symbreak` executable, the backend, and threads per run.
+/// How to start one run: the `symbreak` executable and threads per run (the backend is in each
+/// run's `config.toml`).
 pub struct Launcher {
     pub program: PathBuf,
-    pub backend: String,
     pub threads: usize,
 }
 
@@ -229,7 +229,7 @@ impl Launcher {
             .arg(dir.join("config.toml"))
             .arg("--out")
             .arg(dir)
-            .args(["--resume", "--exit-with-parent", "--backend", &self.backend])
+            .args(["--resume", "--exit-with-parent"])
             .env("RAYON_NUM_THREADS", self.threads.to_string())
             .env("MATMUL_NUM_THREADS", self.threads.to_string())
             .stdin(Stdio::piped())
