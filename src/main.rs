@@ -169,9 +169,15 @@ struct BackendArg {
 
 impl BackendArg {
     fn resolve(&self) -> Result<Backend, RunError> {
-        match &self.backend {
-            Some(name) => Backend::parse(name).map_err(RunError::Usage),
-            None => Ok(Backend::default_compiled()),
+        self.resolve_over(None)
+    }
+
+    /// `--backend`, else the run configuration's `train.backend`, else the build's default.
+    fn resolve_over(&self, configured: Option<Backend>) -> Result<Backend, RunError> {
+        match (&self.backend, configured) {
+            (Some(name), _) => Backend::parse(name).map_err(RunError::Usage),
+            (None, Some(backend)) => Ok(backend),
+            (None, None) => Ok(Backend::default_compiled()),
         }
     }
 }
@@ -297,8 +303,8 @@ fn run_sweep(
     backend: &BackendArg,
 ) -> Result<(), RunError> {
     let (index, count) = shard.map(parse_shard).transpose()?.unwrap_or((1, 1));
-    let explicit = backend.backend.is_some();
-    let backend = backend.resolve()?;
+    let backend_arg = backend;
+    let backend = backend_arg.resolve()?;
     if jobs == 0 {
         return Err(RunError::Usage("--jobs must be at least 1".into()));
     }
@@ -307,9 +313,7 @@ fn run_sweep(
     // Each new run's config.toml records its backend: --backend, else the sweep file's, else
     // the build's default. Started runs resume on the backend their config.toml names.
     for run in &mut plan.runs {
-        if explicit || run.config.train.backend.is_none() {
-            run.config.train.backend = Some(backend);
-        }
+        run.config.train.backend = Some(backend_arg.resolve_over(run.config.train.backend)?);
     }
     let out = out.unwrap_or_else(|| {
         let stem = file.file_stem().unwrap_or_default().to_string_lossy();
@@ -413,11 +417,8 @@ fn execute(command: Command) -> Result<(), RunError> {
                     (config, out)
                 }
             };
-            // --backend, else the configuration's, else the build's default; recorded in config.toml.
-            let backend = match (&backend.backend, config.train.backend) {
-                (None, Some(configured)) => configured,
-                _ => backend.resolve()?,
-            };
+            // Recorded in config.toml, so that a resumed run continues on the same backend.
+            let backend = backend.resolve_over(config.train.backend)?;
             config.train.backend = Some(backend);
             let result = run::train(&config, &out, resume, backend)?;
             println!(

@@ -16,10 +16,12 @@ use symbreak_train::{Backend, RunConfig};
 
 use crate::activations::{Lines, layer_outputs};
 use crate::correlation::{BlockScore, Correlation};
-use crate::curves::{Measure, Series, read_metrics, render_grid, render_run};
+use crate::curves::{Measure, MetricsRow, Series, read_metrics, render_grid, render_run};
 use crate::draw::FigureError;
 use crate::heatmap::{HeatmapPanel, Resolution, render};
-use crate::tables::{FinishedRun, encoding_name, mask_name, read_runs, set_name};
+use crate::tables::{
+    FinishedRun, encoding_name, mask_name, read_runs, removed_residuals, set_name,
+};
 
 /// Test lines behind each correlation matrix, by default.
 pub const DEFAULT_PROMPTS: usize = 2_000;
@@ -73,11 +75,9 @@ pub fn paper_figures(dir: &Path) -> Result<(Vec<FigureSpec>, Vec<String>), Figur
             .iter()
             .filter(|r| {
                 let model = &r.config.model;
-                let mut ablate = model.ablate.clone();
-                ablate.sort_unstable();
                 model.positional == PositionalEncoding::None
                     && model.mask == AttentionMask::Causal
-                    && ablate == removed
+                    && removed_residuals(model) == removed
             })
             .collect();
         found.sort_by_key(|r| r.config.train.seed);
@@ -323,8 +323,10 @@ fn write_scores(path: &Path, scores: &[PanelScore]) -> Result<(), FigureError> {
 pub fn draw_curves(dir: &Path, out: &Path) -> Result<Vec<PathBuf>, FigureError> {
     let runs = read_runs(dir).map_err(FigureError)?;
     let mut written = Vec::new();
-    let mut groups: BTreeMap<(String, String), BTreeMap<Vec<usize>, Vec<(u64, PathBuf)>>> =
-        BTreeMap::new();
+    // Each run's metrics, read once, by (encoding, mask, encoding's label) and set of removed
+    // residuals.
+    type Seeds = Vec<(u64, Vec<MetricsRow>)>;
+    let mut groups: BTreeMap<(&str, &str, &str), BTreeMap<Vec<usize>, Seeds>> = BTreeMap::new();
     for run in &runs {
         let folder = dir.join(&run.name);
         let metrics = RunPaths::new(&folder).metrics();
@@ -337,23 +339,22 @@ pub fn draw_curves(dir: &Path, out: &Path) -> Result<Vec<PathBuf>, FigureError> 
         )?;
         written.push(path);
         let model = &run.config.model;
-        let mut ablate = model.ablate.clone();
-        ablate.sort_unstable();
         groups
             .entry((
-                encoding_name(model.positional).to_string(),
-                mask_name(model.mask).to_string(),
+                encoding_name(model.positional),
+                mask_name(model.mask),
+                encoding_label(model.positional),
             ))
             .or_default()
-            .entry(ablate)
+            .entry(removed_residuals(model))
             .or_default()
-            .push((run.config.train.seed, metrics));
+            .push((run.config.train.seed, rows));
     }
     if !groups.is_empty() {
         fs::create_dir_all(out)
             .map_err(|e| FigureError(format!("cannot create {}: {e}", out.display())))?;
     }
-    for ((encoding, mask), sets) in &groups {
+    for ((encoding, mask, label), sets) in &groups {
         let mut sets: Vec<_> = sets.iter().collect();
         sets.sort_by_key(|(set, _)| (set.len(), (*set).clone()));
         for (measure, stem) in [
@@ -363,8 +364,7 @@ pub fn draw_curves(dir: &Path, out: &Path) -> Result<Vec<PathBuf>, FigureError> 
             let mut panels = Vec::new();
             for (set, seeds) in &sets {
                 let mut series = Vec::new();
-                for (seed, metrics) in seeds.iter() {
-                    let rows = read_metrics(metrics)?;
+                for (seed, rows) in seeds.iter() {
                     series.push(Series {
                         label: format!("seed {seed}"),
                         points: rows
@@ -382,11 +382,6 @@ pub fn draw_curves(dir: &Path, out: &Path) -> Result<Vec<PathBuf>, FigureError> 
             let what = match measure {
                 Measure::ExactMatch => "exact match on the evaluation prompts",
                 Measure::Loss => "validation loss",
-            };
-            let label = if encoding == "nope" {
-                "NoPE"
-            } else {
-                "learned PE"
             };
             let path = out.join(format!("curves-{encoding}-{mask}-{stem}.png"));
             render_grid(
@@ -414,18 +409,20 @@ struct Measured {
 /// "NoPE, causal, residuals removed at {1,2}, seed 3".
 fn describe(config: &RunConfig) -> String {
     let model = &config.model;
-    let mut ablate = model.ablate.clone();
-    ablate.sort_unstable();
-    let encoding = match model.positional {
-        PositionalEncoding::Learned => "learned PE",
-        PositionalEncoding::None => "NoPE",
-    };
     format!(
-        "{encoding}, {}, residuals removed at {}, seed {}",
+        "{}, {}, residuals removed at {}, seed {}",
+        encoding_label(model.positional),
         mask_name(model.mask),
-        set_name(&ablate),
+        set_name(&removed_residuals(model)),
         config.train.seed
     )
+}
+
+fn encoding_label(positional: PositionalEncoding) -> &'static str {
+    match positional {
+        PositionalEncoding::Learned => "learned PE",
+        PositionalEncoding::None => "NoPE",
+    }
 }
 
 fn run_name(run: &Path) -> String {

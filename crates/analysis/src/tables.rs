@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use symbreak_model::{AttentionMask, PositionalEncoding};
+use symbreak_model::{AttentionMask, DecoderConfig, PositionalEncoding};
 use symbreak_train::RunConfig;
 use symbreak_train::run::{RunPaths, RunResult};
 
@@ -94,8 +94,7 @@ pub(crate) fn mask_name(m: AttentionMask) -> &'static str {
 pub fn cells(runs: &[FinishedRun]) -> BTreeMap<Key, Cell> {
     let mut cells: BTreeMap<Key, Cell> = BTreeMap::new();
     for run in runs {
-        let mut ablate = run.config.model.ablate.clone();
-        ablate.sort_unstable();
+        let ablate = removed_residuals(&run.config.model);
         let key = (
             encoding_name(run.config.model.positional).to_string(),
             mask_name(run.config.model.mask).to_string(),
@@ -106,6 +105,13 @@ pub fn cells(runs: &[FinishedRun]) -> BTreeMap<Key, Cell> {
         cell.diverged += usize::from(run.result.diverged);
     }
     cells
+}
+
+/// The layers without residuals, sorted (a configuration may list them in any order).
+pub(crate) fn removed_residuals(model: &DecoderConfig) -> Vec<usize> {
+    let mut layers = model.ablate.clone();
+    layers.sort_unstable();
+    layers
 }
 
 pub(crate) fn set_name(layers: &[usize]) -> String {

@@ -91,6 +91,13 @@ fn max_abs(values: &[f32]) -> f32 {
     values.iter().fold(0.0, |m, v| m.max(v.abs()))
 }
 
+fn max_difference(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
 #[test]
 fn every_backend_gives_the_same_logits_and_gradients() {
     let backends = runnable();
@@ -118,11 +125,7 @@ fn every_backend_gives_the_same_logits_and_gradients() {
         match &reference {
             None => reference = Some((*backend, logits, grads)),
             Some((name, ref_logits, ref_grads)) => {
-                let worst = logits
-                    .iter()
-                    .zip(ref_logits)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f32::max);
+                let worst = max_difference(&logits, ref_logits);
                 assert!(
                     worst <= LOGIT_TOLERANCE,
                     "{backend} vs {name}: logits differ by {worst}"
@@ -134,11 +137,7 @@ fn every_backend_gives_the_same_logits_and_gradients() {
                 assert_eq!(grads.len(), ref_grads.len());
                 for (i, (g, r)) in grads.iter().zip(ref_grads).enumerate() {
                     let scale = max_abs(r).max(1e-6);
-                    let worst = g
-                        .iter()
-                        .zip(r)
-                        .map(|(a, b)| (a - b).abs())
-                        .fold(0.0, f32::max);
+                    let worst = max_difference(g, r);
                     assert!(
                         worst <= GRADIENT_TOLERANCE * scale,
                         "{backend} vs {name}: gradient {i} differs by {worst} (largest entry {scale})"
