@@ -2,14 +2,14 @@
 
 # The tensor backend of every recipe: ndarray, flex or wgpu, e.g. `just backend=wgpu sweep-residuals`.
 # Its cargo feature is compiled in (the default features stay on).
-backend := "ndarray"
+backend := "flex"
 # Runs at a time in a sweep (the machine's threads are split between them).
 jobs := "1"
 
 default:
     @just --list
 
-# The whole test suite (what CI runs). `just test --all-features` adds flex and wgpu (wgpu needs a Vulkan driver; lavapipe will do).
+# The whole test suite (what CI runs). `just test --all-features` adds wgpu (wgpu needs a Vulkan driver; lavapipe will do).
 test *args="":
     cargo test --release --workspace --locked {{args}}
 

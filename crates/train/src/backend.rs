@@ -44,9 +44,13 @@ impl Backend {
         }
     }
 
-    /// The default: the first compiled-in CPU backend, else wgpu.
+    /// The order in which the default is picked: flex, the faster CPU backend on the quick
+    /// preset (docs/backends.md has the measurement), then ndarray, then wgpu.
+    pub const PREFERENCE: [Backend; 3] = [Backend::Flex, Backend::Ndarray, Backend::Wgpu];
+
+    /// The default: the first compiled-in backend in [`Backend::PREFERENCE`].
     pub fn default_compiled() -> Self {
-        Self::ALL
+        Self::PREFERENCE
             .into_iter()
             .find(|b| b.is_compiled())
             .expect("at least one backend feature (ndarray, flex or wgpu) is enabled")
