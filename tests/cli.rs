@@ -81,9 +81,10 @@ fn the_smoke_preset_learns_addition_and_eval_reproduces_it() {
     assert_eq!(result["total"], 500);
     assert_eq!(result["steps"], 1000);
     assert_eq!(result["diverged"], false);
-    // The build's default backend: flex when compiled in (the default features), else ndarray.
-    let default_backend = if cfg!(feature = "flex") { "flex" } else { "ndarray" };
-    assert_eq!(result["backend"], default_backend);
+    assert_eq!(
+        result["backend"],
+        symbreak_train::Backend::default_compiled().name()
+    );
 
     let rows = fs::read_to_string(dir.join("metrics.csv")).unwrap();
     assert_eq!(
