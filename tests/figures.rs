@@ -115,6 +115,27 @@ fn a_sweep_gives_figures_3_to_5_scores_and_curves() {
         .collect();
     assert!(leftovers.is_empty(), "half-written files: {leftovers:?}");
 
+    // A run whose weights are gone (restored from committed small files) is left out of the
+    // figures with a message; the figures that do not need it are still drawn.
+    let run = sweep.join("nope-ablate-1_2-seed2");
+    fs::remove_file(run.join("model.bpk")).unwrap();
+    let partial = dir.path().join("partial");
+    let output = symbreak()
+        .args(["figures", "--prompts", "100", "--out"])
+        .arg(&partial)
+        .arg(&sweep)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("skipped: figure 3 needs")
+            && text(&output).contains("without model weights (model.bpk) were not considered: 1,"),
+        "{}",
+        text(&output)
+    );
+    assert!(!partial.join("figure3.png").exists());
+    assert!(partial.join("figure4.png").exists() && partial.join("figure5.png").exists());
+
     // Named runs: layers 1 and 2 of one run.
     let out = dir.path().join("named");
     let output = symbreak()

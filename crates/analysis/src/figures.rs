@@ -67,9 +67,14 @@ pub fn figure_layers(n_layer: usize) -> Vec<usize> {
 /// The paper's figures, chosen from the finished runs of a sweep: causal NoPE models with
 /// residuals removed at {}, {1} and {1,2}, the lowest seed of each, and the second-lowest seed
 /// of {1,2} for figure 3's last panel. Returns the figures it can draw and, for each one it
-/// cannot, why.
+/// cannot, why. Runs whose model weights are absent are not considered.
 pub fn paper_figures(dir: &Path) -> Result<(Vec<FigureSpec>, Vec<String>), FigureError> {
-    let runs = read_runs(dir).map_err(FigureError)?;
+    // A finished run without its weights (its small files restored from results/, say) has a
+    // place in the tables but none in a figure.
+    let (runs, weightless): (Vec<FinishedRun>, Vec<FinishedRun>) = read_runs(dir)
+        .map_err(FigureError)?
+        .into_iter()
+        .partition(|run| RunPaths::new(&dir.join(&run.name)).model().exists());
     let nope_with = |removed: &[usize]| -> Vec<&FinishedRun> {
         let mut found: Vec<&FinishedRun> = runs
             .iter()
@@ -133,6 +138,13 @@ pub fn paper_figures(dir: &Path) -> Result<(Vec<FigureSpec>, Vec<String>), Figur
                 "figure {number} needs a finished causal NoPE run with residuals removed at {removed}"
             )),
         }
+    }
+    if !missing.is_empty() && !weightless.is_empty() {
+        missing.push(format!(
+            "finished runs without model weights (model.bpk) were not considered: {}, e.g. {}; to draw them, train them again (`symbreak sweep` retrains nothing that has result.json, so move the folder away first)",
+            weightless.len(),
+            weightless[0].name
+        ));
     }
     Ok((figures, missing))
 }
