@@ -188,7 +188,7 @@ pub fn train(
     if first_pass == 0 && paths.learner().exists() {
         fs::remove_dir_all(paths.learner()).map_err(failed("cannot clear the learner folder"))?;
     }
-    if has_run {
+    if resumed.step > 0 {
         eprintln!("resuming {} at step {}", dir.display(), resumed.step);
     }
 
