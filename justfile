@@ -26,6 +26,23 @@ tables preset="quick":
 figures preset="quick":
     cargo run --release --features {{backend}} -- figures sweeps/sweep-residuals-{{preset}} --backend {{backend}}
 
+# Copy a sweep's small files (configs, results, metrics, logs, tables, figures; no weights or checkpoints) into results/, to commit.
+# Finished runs only (an unfinished one could not resume without its checkpoints); each run's curves.png stays behind too.
+save-results preset="quick":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    mkdir -p results
+    cd sweeps
+    sweep=sweep-residuals-{{preset}}
+    { find "$sweep" -mindepth 2 -maxdepth 2 -name result.json -printf '%h\n'; find "$sweep" -maxdepth 1 -type f; find "$sweep" -maxdepth 1 -name figures; } \
+        | tar --exclude=learner --exclude='model.*' --exclude=lock --exclude='*.partial' --exclude=curves.png -cf - -T - | tar -C ../results -xf -
+    echo "saved $(ls ../results/$sweep/*/result.json | wc -l) finished runs into results/$sweep"
+
+# Put committed results back into sweeps/ (overwriting nothing), so that a sweep skips the runs they finished.
+restore-results preset="quick":
+    mkdir -p sweeps/sweep-residuals-{{preset}}
+    cp -rn results/sweep-residuals-{{preset}}/. sweeps/sweep-residuals-{{preset}}/
+
 # Time training steps and test-set evaluation (bench.json) on every compiled-in backend, e.g. `just bench --cases width128`.
 bench *args="":
     cargo run --release --features ndarray,flex,{{backend}} -- bench {{args}}
