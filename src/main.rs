@@ -118,7 +118,7 @@ enum Command {
         /// Untimed steps first.
         #[arg(long, default_value_t = 2)]
         warmup: usize,
-        /// Test prompts scored in the evaluation timing (the first case's model).
+        /// Test prompts scored in the evaluation timing (the first case's model); 0 skips it.
         #[arg(long, default_value_t = 10_000)]
         eval_prompts: usize,
         /// Where to write the JSON report.
@@ -621,7 +621,7 @@ fn run_bench(
             report.steps.push(t);
         }
     }
-    if let Some(case) = cases.first() {
+    if let Some(case) = cases.first().filter(|_| plan.eval_prompts > 0) {
         println!(
             "evaluation of {} test prompts ({} model):",
             plan.eval_prompts, case.name

@@ -391,6 +391,29 @@ fn bench_writes_a_json_report() {
     assert_eq!(methods, ["teacher-forced", "generation"]);
     assert_eq!(report["eval"][0]["prompts"], 200);
 
+    // `--eval-prompts 0` times the step only.
+    let out = run(&[
+        "bench",
+        "--cases",
+        "quick",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--eval-prompts",
+        "0",
+        "--backend",
+        "ndarray",
+        "--out",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("evaluation of"), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["steps"][0]["case"], "quick");
+    assert!(report["eval"].as_array().unwrap().is_empty(), "{report}");
+
     let bad = run(&["bench", "--cases", "huge"]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     assert!(text(&bad).contains("unknown case"), "{}", text(&bad));
