@@ -329,7 +329,7 @@ fn run_sweep(
         with_status(sweep::Status::Finished),
         with_status(sweep::Status::Unfinished),
     );
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = thread_budget();
     println!(
         "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} threads each; folder {}",
         file.display(),
@@ -370,6 +370,16 @@ fn run_sweep(
         )));
     }
     Ok(())
+}
+
+/// The threads a sweep splits between its runs: `RAYON_NUM_THREADS` when the user set it (to
+/// leave part of a shared machine free), else every thread of the machine.
+fn thread_budget() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn main() -> ExitCode {

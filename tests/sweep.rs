@@ -196,6 +196,44 @@ fn planned(file: &Path, out: &Path, shard: &str) -> Vec<String> {
         .collect()
 }
 
+/// The "N threads each" of a dry run's first line, with `RAYON_NUM_THREADS` set or not.
+fn threads_each(file: &Path, out: &Path, jobs: &str, rayon: Option<&str>) -> String {
+    let mut command = symbreak();
+    command
+        .arg("sweep")
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .args(["--dry-run", "--jobs", jobs]);
+    match rayon {
+        Some(n) => command.env("RAYON_NUM_THREADS", n),
+        None => command.env_remove("RAYON_NUM_THREADS"),
+    };
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let (_, after) = stdout
+        .split_once(" at a time with ")
+        .expect("the plan line");
+    after.split(" threads each").next().unwrap().to_string()
+}
+
+#[test]
+fn a_set_rayon_num_threads_is_the_sweeps_thread_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = sweep_file(tmp.path(), TINY);
+    let out = tmp.path().join("plan");
+    assert_eq!(threads_each(&file, &out, "1", Some("6")), "6");
+    assert_eq!(threads_each(&file, &out, "2", Some("6")), "3");
+    assert_eq!(threads_each(&file, &out, "4", Some("2")), "1");
+    let machine = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(
+        threads_each(&file, &out, "1", None),
+        machine.to_string(),
+        "unset: every thread of the machine"
+    );
+}
+
 #[test]
 fn two_shards_cover_the_plan_once() {
     let tmp = tempfile::tempdir().unwrap();
