@@ -329,7 +329,7 @@ fn run_sweep(
         with_status(sweep::Status::Finished),
         with_status(sweep::Status::Unfinished),
     );
-    let threads = thread_budget();
+    let threads_per_run = (thread_budget() / jobs).max(1);
     println!(
         "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} threads each; folder {}",
         file.display(),
@@ -341,7 +341,7 @@ fn run_sweep(
             String::new()
         },
         runs.len() - done - unfinished,
-        (threads / jobs).max(1),
+        threads_per_run,
         out.display()
     );
     if dry_run {
@@ -358,7 +358,7 @@ fn run_sweep(
     let launcher = sweep::Launcher {
         program: std::env::current_exe()
             .map_err(|e| RunError::Failed(format!("cannot find this program: {e}")))?,
-        threads: (threads / jobs).max(1),
+        threads: threads_per_run,
     };
     let tally = sweep::execute(&runs, &out, jobs, &launcher)
         .map_err(|e| RunError::Failed(format!("sweep: {e}")))?;

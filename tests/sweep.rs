@@ -44,15 +44,19 @@ fn sweep_file(dir: &Path, text: &str) -> PathBuf {
     path
 }
 
-fn sweep(file: &Path, out: &Path, extra: &[&str]) -> Output {
-    symbreak()
+fn sweep_command(file: &Path, out: &Path, extra: &[&str]) -> Command {
+    let mut command = symbreak();
+    command
         .arg("sweep")
         .arg(file)
         .arg("--out")
         .arg(out)
-        .args(extra)
-        .output()
-        .unwrap()
+        .args(extra);
+    command
+}
+
+fn sweep(file: &Path, out: &Path, extra: &[&str]) -> Output {
+    sweep_command(file, out, extra).output().unwrap()
 }
 
 fn tables(out: &Path) -> String {
@@ -142,11 +146,7 @@ fn a_killed_sweep_continues_without_rerunning_finished_runs() {
     assert!(sweep(&file, &whole, &[]).status.success());
 
     let out = tmp.path().join("killed");
-    let mut child = symbreak()
-        .arg("sweep")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
+    let mut child = sweep_command(&file, &out, &[])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -198,13 +198,7 @@ fn planned(file: &Path, out: &Path, shard: &str) -> Vec<String> {
 
 /// The "N threads each" of a dry run's first line, with `RAYON_NUM_THREADS` set or not.
 fn threads_each(file: &Path, out: &Path, jobs: &str, rayon: Option<&str>) -> String {
-    let mut command = symbreak();
-    command
-        .arg("sweep")
-        .arg(file)
-        .arg("--out")
-        .arg(out)
-        .args(["--dry-run", "--jobs", jobs]);
+    let mut command = sweep_command(file, out, &["--dry-run", "--jobs", jobs]);
     match rayon {
         Some(n) => command.env("RAYON_NUM_THREADS", n),
         None => command.env_remove("RAYON_NUM_THREADS"),
