@@ -5,6 +5,9 @@
 //!   the target the same window shifted by one.
 //! - [`Batching::Examples`]: each row one random training line from position 0, padded with
 //!   newlines to the longest line; fewer wasted tokens, faster learning on a CPU budget.
+//! - [`Batching::Offsets`]: each row one random training line at a random offset in a row of
+//!   `block` tokens, newlines before and after: every line is whole (as with examples) and seen at
+//!   many positions (as with windows).
 //!
 //! Either way the loss can count every next token, or only the answer tokens (the answer and its
 //! closing `$`); uncounted targets are set to [`IGNORED`]. A batch is a pure function of the
@@ -24,6 +27,7 @@ use crate::tokenizer::{TokenError, Tokenizer};
 pub enum Batching {
     Windows,
     Examples,
+    Offsets,
 }
 
 /// Which next-token targets the loss counts.
@@ -43,11 +47,14 @@ pub const IGNORED: i64 = 0;
 pub struct WindowSampler {
     batching: Batching,
     targets: LossTargets,
-    /// Windows: the joined stream. Examples: the lines, each padded to `width + 1` tokens.
+    /// Windows: the joined stream. Examples and offsets: the lines, each padded with newlines
+    /// to the longest line's length.
     tokens: Vec<i64>,
     /// Whether each token of `tokens` is part of an answer (digits after `=`, closing `$`).
     in_answer: Vec<bool>,
     width: usize,
+    /// Examples and offsets: tokens per padded line in `tokens`.
+    line_len: usize,
     seed: u64,
 }
 
@@ -61,9 +68,9 @@ pub struct WindowBatch {
 }
 
 /// Whether batches cut this way hold [`IGNORED`] targets: with answer-only loss, or with the
-/// padding of whole examples.
+/// padding of whole lines.
 pub fn masks_targets(batching: Batching, targets: LossTargets) -> bool {
-    targets == LossTargets::Answer || batching == Batching::Examples
+    targets == LossTargets::Answer || batching != Batching::Windows
 }
 
 /// Marks the answer tokens of a token sequence: those after `=` up to and including the next `$`.
@@ -111,20 +118,27 @@ impl WindowSampler {
                     .collect())
             })
             .collect::<Result<_, TokenError>>()?;
+        let longest = encoded.iter().map(Vec::len).max().unwrap_or(1);
+        let padded = || {
+            encoded
+                .iter()
+                .flat_map(|line| {
+                    line.iter()
+                        .copied()
+                        .chain(std::iter::repeat(IGNORED))
+                        .take(longest)
+                })
+                .collect()
+        };
         let (tokens, width) = match batching {
             Batching::Windows => (encoded.concat(), block),
-            Batching::Examples => {
-                let longest = encoded.iter().map(Vec::len).max().unwrap_or(1);
-                let padded = encoded
-                    .iter()
-                    .flat_map(|line| {
-                        line.iter()
-                            .copied()
-                            .chain(std::iter::repeat(IGNORED))
-                            .take(longest)
-                    })
-                    .collect();
-                (padded, (longest - 1).min(block))
+            Batching::Examples => (padded(), (longest - 1).min(block)),
+            Batching::Offsets => {
+                assert!(
+                    block + 1 >= longest,
+                    "a row of {block} tokens cannot hold a line of {longest} and its target"
+                );
+                (padded(), block)
             }
         };
         assert!(
@@ -139,6 +153,7 @@ impl WindowSampler {
             tokens,
             in_answer,
             width,
+            line_len: longest,
             seed,
         })
     }
@@ -160,31 +175,62 @@ impl WindowSampler {
 
     /// Where row number `index` starts in [`Self::stream`].
     pub fn start(&self, index: u64) -> usize {
+        self.placement(index).0
+    }
+
+    /// Row number `index`'s start in [`Self::stream`] and, for offsets, the newlines before it.
+    fn placement(&self, index: u64) -> (usize, usize) {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         rng.set_stream(index);
         match self.batching {
-            Batching::Windows => rng.random_range(0..self.tokens.len() - self.width),
+            Batching::Windows => (rng.random_range(0..self.tokens.len() - self.width), 0),
             Batching::Examples => {
-                let line_len = self.width + 1;
-                rng.random_range(0..self.tokens.len() / line_len) * line_len
+                let lines = self.tokens.len() / self.line_len;
+                (rng.random_range(0..lines) * self.line_len, 0)
+            }
+            Batching::Offsets => {
+                let lines = self.tokens.len() / self.line_len;
+                let start = rng.random_range(0..lines) * self.line_len;
+                (start, rng.random_range(0..=self.width + 1 - self.line_len))
             }
         }
     }
 
+    /// The `width + 1` tokens of row number `index`, and which of them are answer tokens.
+    fn row(&self, index: u64) -> (Vec<i64>, Vec<bool>) {
+        let (start, offset) = self.placement(index);
+        let taken = match self.batching {
+            Batching::Windows => self.width + 1,
+            Batching::Examples | Batching::Offsets => self.line_len,
+        };
+        let tokens = self.tokens[start..start + taken].iter().copied();
+        let in_answer = self.in_answer[start..start + taken].iter().copied();
+        let pad = offset + taken..self.width + 1;
+        (
+            std::iter::repeat_n(IGNORED, offset)
+                .chain(tokens)
+                .chain(pad.clone().map(|_| IGNORED))
+                .collect(),
+            std::iter::repeat_n(false, offset)
+                .chain(in_answer)
+                .chain(pad.map(|_| false))
+                .collect(),
+        )
+    }
+
     /// Inputs and targets of row number `index`.
     pub fn window(&self, index: u64) -> (Vec<i64>, Vec<i64>) {
-        let start = self.start(index);
-        let inputs = self.tokens[start..start + self.width].to_vec();
-        let targets = (start + 1..start + self.width + 1)
+        let (tokens, in_answer) = self.row(index);
+        let targets = (1..=self.width)
             .map(|i| {
                 let counted = match self.targets {
                     LossTargets::All => true,
-                    LossTargets::Answer => self.in_answer[i],
+                    LossTargets::Answer => in_answer[i],
                 };
-                if counted { self.tokens[i] } else { IGNORED }
+                if counted { tokens[i] } else { IGNORED }
             })
             .collect();
-        (inputs, targets)
+        (tokens[..self.width].to_vec(), targets)
     }
 
     /// The rows `first..first + rows` as one batch.
@@ -318,5 +364,37 @@ mod tests {
                 .collect();
             assert_eq!(expected, format!("{answer}$"), "row {row} ({question})");
         }
+    }
+
+    #[test]
+    fn offsets_put_one_whole_line_at_varied_positions() {
+        let s =
+            WindowSampler::with(&lines(), Batching::Offsets, LossTargets::Answer, 24, 5).unwrap();
+        assert!(s.masks_targets());
+        assert_eq!(s.block(), 24);
+        let batch = s.batch(0, 200);
+        let mut offsets = std::collections::HashSet::new();
+        for row in 0..200 {
+            let x = &batch.inputs[row * 24..(row + 1) * 24];
+            let y = &batch.targets[row * 24..(row + 1) * 24];
+            let row_text = text(x);
+            let offset = row_text.find('$').unwrap();
+            offsets.insert(offset);
+            let line = row_text[offset..].trim_end_matches('\n');
+            assert!(
+                row_text[..offset].chars().all(|c| c == '\n'),
+                "only newlines before the line: {row_text:?}"
+            );
+            assert_eq!(line.matches('$').count(), 2, "one whole line: {row_text:?}");
+            let answer = line.split_once('=').unwrap().1;
+            let expected: String = y
+                .iter()
+                .filter(|&&t| t != IGNORED)
+                .map(|&t| text(&[t]))
+                .collect();
+            assert_eq!(expected, answer, "row {row}: {row_text:?}");
+        }
+        // A line of up to 15 tokens (with its newline) starts anywhere from 0 to 24 + 1 - 15.
+        assert_eq!(offsets, (0..=10).collect());
     }
 }

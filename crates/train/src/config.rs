@@ -30,7 +30,8 @@ pub struct TrainConfig {
     /// Rows per batch.
     pub batch_size: usize,
     /// `windows` (the reference: random windows of `model.block_size` tokens of the joined
-    /// training lines) or `examples` (one training line per row, from position 0, padded).
+    /// training lines), `examples` (one training line per row, from position 0, padded) or
+    /// `offsets` (one training line per row of `model.block_size` tokens, at a random offset).
     pub batching: Batching,
     /// `all` (the reference: every next token) or `answer` (the answer digits and closing `$`).
     pub loss: LossTargets,
