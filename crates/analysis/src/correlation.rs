@@ -85,7 +85,7 @@ impl BlockScore {
     pub fn of(correlation: &Correlation, width: usize) -> BlockScore {
         let n = correlation.features;
         assert!(
-            width > 0 && n % width == 0,
+            width > 0 && n.is_multiple_of(width),
             "{n} features do not split into positions of width {width}"
         );
         let (mut inside, mut total) = (0.0f64, 0.0f64);

@@ -187,21 +187,21 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
     .unwrap();
     writeln!(md, "Each cell: ours, with the number of seeds in parentheses, and the paper's value below it. `missing`: no finished run.\n").unwrap();
 
-    let encodings: [(&'static str, &str, &[f64; 7], &[f64; 9], &[f64; 9]); 2] = [
-        (
-            "learned",
-            "learned PE",
-            &paper::TABLE1_LEARNED_MEAN,
-            &paper::TABLE2_LEARNED_MIN,
-            &paper::TABLE2_LEARNED_MAX,
-        ),
-        (
-            "nope",
-            "NoPE",
-            &paper::TABLE1_NOPE_MEAN,
-            &paper::TABLE2_NOPE_MIN,
-            &paper::TABLE2_NOPE_MAX,
-        ),
+    let encodings = [
+        PaperRows {
+            encoding: "learned",
+            label: "learned PE",
+            means: &paper::TABLE1_LEARNED_MEAN,
+            mins: &paper::TABLE2_LEARNED_MIN,
+            maxes: &paper::TABLE2_LEARNED_MAX,
+        },
+        PaperRows {
+            encoding: "nope",
+            label: "NoPE",
+            means: &paper::TABLE1_NOPE_MEAN,
+            mins: &paper::TABLE2_NOPE_MIN,
+            maxes: &paper::TABLE2_NOPE_MAX,
+        },
     ];
     writeln!(
         md,
@@ -209,14 +209,20 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
     )
     .unwrap();
     header(&mut md, &paper::TABLE1_SETS);
-    for (encoding, label, means, _, _) in encodings {
+    for rows_of in &encodings {
         let line = Line {
             table: 1,
-            encoding,
-            label,
+            encoding: rows_of.encoding,
+            label: rows_of.label,
             statistic: "mean",
         };
-        line.write(&mut md, &mut rows, cells, &paper::TABLE1_SETS, means);
+        line.write(
+            &mut md,
+            &mut rows,
+            cells,
+            &paper::TABLE1_SETS,
+            rows_of.means,
+        );
     }
 
     writeln!(
@@ -226,12 +232,16 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
     .unwrap();
     header(&mut md, &paper::TABLE2_SETS);
     for statistic in ["min", "max"] {
-        for (encoding, label, _, mins, maxes) in encodings {
-            let paper_values = if statistic == "min" { mins } else { maxes };
+        for rows_of in &encodings {
+            let paper_values = if statistic == "min" {
+                rows_of.mins
+            } else {
+                rows_of.maxes
+            };
             let line = Line {
                 table: 2,
-                encoding,
-                label,
+                encoding: rows_of.encoding,
+                label: rows_of.label,
                 statistic,
             };
             line.write(&mut md, &mut rows, cells, &paper::TABLE2_SETS, paper_values);
@@ -249,8 +259,8 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
 
     let in_tables = |key: &Key| {
         key.1 == "causal"
-            && (paper::TABLE1_SETS.iter().any(|s| *s == key.2.as_slice())
-                || paper::TABLE2_SETS.iter().any(|s| *s == key.2.as_slice()))
+            && (paper::TABLE1_SETS.contains(&key.2.as_slice())
+                || paper::TABLE2_SETS.contains(&key.2.as_slice()))
     };
     let others: Vec<(&Key, &Cell)> = cells.iter().filter(|(k, _)| !in_tables(k)).collect();
     if !others.is_empty() {
@@ -281,6 +291,15 @@ fn header(md: &mut String, sets: &[&[usize]]) {
     let names: Vec<String> = sets.iter().map(|s| set_name(s)).collect();
     writeln!(md, "| layers without residuals | {} |", names.join(" | ")).unwrap();
     writeln!(md, "|---|{}", "---|".repeat(names.len())).unwrap();
+}
+
+/// One encoding's values in the paper: table 1's means, table 2's minima and maxima.
+struct PaperRows {
+    encoding: &'static str,
+    label: &'static str,
+    means: &'static [f64; 7],
+    mins: &'static [f64; 9],
+    maxes: &'static [f64; 9],
 }
 
 /// One statistic of one encoding across a table's sets: our row and the paper's row below it.

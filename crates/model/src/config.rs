@@ -86,7 +86,7 @@ impl DecoderConfig {
                 return error(field, "must be at least 1".into());
             }
         }
-        if self.n_embd % self.n_head != 0 {
+        if !self.n_embd.is_multiple_of(self.n_head) {
             return error(
                 "n_head",
                 format!(

@@ -36,7 +36,7 @@ impl Mlp {
 /// as the equal `x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`: on the CPU backends this avoids
 /// per-element `tanh` and `powf` calls, which took a quarter of a training step.
 pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    const TWO_SQRT_2_OVER_PI: f32 = 1.595_769_1;
+    const TWO_SQRT_2_OVER_PI: f32 = 1.595_769;
     let cube = x.clone() * x.clone() * x.clone();
     let inner = (x.clone() + cube.mul_scalar(0.044715)).mul_scalar(TWO_SQRT_2_OVER_PI);
     x * sigmoid(inner)

@@ -35,17 +35,21 @@ impl Score {
         }
     }
 
-    pub fn add(self, other: Score) -> Score {
-        Score {
-            correct: self.correct + other.correct,
-            total: self.total + other.total,
-        }
-    }
-
     pub fn of(correct_rows: &[bool]) -> Score {
         Score {
             correct: correct_rows.iter().filter(|&&ok| ok).count(),
             total: correct_rows.len(),
+        }
+    }
+}
+
+impl std::ops::Add for Score {
+    type Output = Score;
+
+    fn add(self, other: Score) -> Score {
+        Score {
+            correct: self.correct + other.correct,
+            total: self.total + other.total,
         }
     }
 }
@@ -124,5 +128,5 @@ pub fn exact_match(
     eval_groups(task, pairs, EVAL_ROWS)
         .iter()
         .map(|group| Score::of(&correct_rows(model, &group.to_batch(device), checking)))
-        .fold(Score::default(), Score::add)
+        .fold(Score::default(), std::ops::Add::add)
 }
