@@ -324,6 +324,25 @@ fn run_sweep(
         .iter()
         .map(|r| sweep::status(&out.join(&r.name)))
         .collect();
+    let conflicts: Vec<String> = runs
+        .iter()
+        .zip(&statuses)
+        .filter(|(_, status)| **status != sweep::Status::New)
+        .filter_map(|(run, _)| {
+            let differences = sweep::recorded_differences(&out.join(&run.name), &run.config);
+            (!differences.is_empty()).then(|| format!("  {}: {}", run.name, differences.join("; ")))
+        })
+        .collect();
+    if !conflicts.is_empty() {
+        return Err(RunError::Usage(format!(
+            "{} run folders in {} were started with another configuration than this sweep plans \
+             for them (another preset or sweep file?), so the sweep would skip or resume them as \
+             they are:\n{}\nMove them away, or give this sweep its own folder with --out.",
+            conflicts.len(),
+            out.display(),
+            conflicts.join("\n")
+        )));
+    }
     let with_status = |wanted| statuses.iter().filter(|&&s| s == wanted).count();
     let (done, unfinished) = (
         with_status(sweep::Status::Finished),

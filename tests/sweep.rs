@@ -136,6 +136,25 @@ fn a_tiny_sweep_runs_and_tabulates() {
         "{}",
         text(&again)
     );
+
+    // The same folder with a changed plan: refused, naming the field, before anything runs.
+    let changed = sweep_file(tmp.path(), &TINY.replace("steps = [40]", "steps = [30]"));
+    let results_before = fs::read_to_string(out.join(RUNS[0]).join("result.json")).unwrap();
+    for extra in [&["--dry-run"][..], &[]] {
+        let refused = sweep(&changed, &out, extra);
+        assert!(!refused.status.success(), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("4 run folders")
+                && text(&refused).contains("train.steps: recorded 40, planned 30")
+                && text(&refused).contains("--out"),
+            "{}",
+            text(&refused)
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(out.join(RUNS[0]).join("result.json")).unwrap(),
+        results_before
+    );
 }
 
 #[test]

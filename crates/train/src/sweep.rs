@@ -188,6 +188,45 @@ pub fn status(dir: &Path) -> Status {
     }
 }
 
+/// How a started run's recorded `config.toml` differs from the plan's configuration for it, one
+/// `section.field: recorded ..., planned ...` line per field; empty when they agree. The
+/// backend is left out: a run resumes on the backend it started on.
+pub fn recorded_differences(dir: &Path, planned: &RunConfig) -> Vec<String> {
+    let path = RunPaths::new(dir).config();
+    let recorded = match RunConfig::from_file(&path, &[]) {
+        Ok(config) => config,
+        Err(e) => return vec![format!("unreadable: {e}")],
+    };
+    let fields = |config: &RunConfig| {
+        let mut config = config.clone();
+        config.train.backend = None;
+        let table: toml::Table =
+            toml::from_str(&config.to_toml()).expect("our own TOML reads back");
+        table
+            .into_iter()
+            .flat_map(|(section, fields)| match fields {
+                toml::Value::Table(fields) => fields
+                    .into_iter()
+                    .map(|(field, value)| (format!("{section}.{field}"), value.to_string()))
+                    .collect::<Vec<_>>(),
+                value => vec![(section, value.to_string())],
+            })
+            .collect::<std::collections::BTreeMap<String, String>>()
+    };
+    let (recorded, planned) = (fields(&recorded), fields(planned));
+    let keys: std::collections::BTreeSet<&String> = recorded.keys().chain(planned.keys()).collect();
+    let absent = "(absent)".to_string();
+    keys.into_iter()
+        .filter_map(|key| {
+            let (was, wanted) = (
+                recorded.get(key).unwrap_or(&absent),
+                planned.get(key).unwrap_or(&absent),
+            );
+            (was != wanted).then(|| format!("{key}: recorded {was}, planned {wanted}"))
+        })
+        .collect()
+}
+
 /// How a sweep ended.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Tally {
