@@ -196,41 +196,29 @@ impl WindowSampler {
         }
     }
 
-    /// The `width + 1` tokens of row number `index`, and which of them are answer tokens.
-    fn row(&self, index: u64) -> (Vec<i64>, Vec<bool>) {
+    /// Inputs and targets of row number `index`.
+    pub fn window(&self, index: u64) -> (Vec<i64>, Vec<i64>) {
         let (start, offset) = self.placement(index);
         let taken = match self.batching {
             Batching::Windows => self.width + 1,
             Batching::Examples | Batching::Offsets => self.line_len,
         };
-        let tokens = self.tokens[start..start + taken].iter().copied();
-        let in_answer = self.in_answer[start..start + taken].iter().copied();
-        let pad = offset + taken..self.width + 1;
-        (
-            std::iter::repeat_n(IGNORED, offset)
-                .chain(tokens)
-                .chain(pad.clone().map(|_| IGNORED))
-                .collect(),
-            std::iter::repeat_n(false, offset)
-                .chain(in_answer)
-                .chain(pad.map(|_| false))
-                .collect(),
-        )
-    }
-
-    /// Inputs and targets of row number `index`.
-    pub fn window(&self, index: u64) -> (Vec<i64>, Vec<i64>) {
-        let (tokens, in_answer) = self.row(index);
+        // Where slot `i` of the row (0..=width) comes from in `tokens`; None: a padding newline.
+        let source = |i: usize| {
+            i.checked_sub(offset)
+                .filter(|&k| k < taken)
+                .map(|k| start + k)
+        };
+        let inputs = (0..self.width)
+            .map(|i| source(i).map_or(IGNORED, |p| self.tokens[p]))
+            .collect();
         let targets = (1..=self.width)
-            .map(|i| {
-                let counted = match self.targets {
-                    LossTargets::All => true,
-                    LossTargets::Answer => in_answer[i],
-                };
-                if counted { tokens[i] } else { IGNORED }
+            .map(|i| match source(i) {
+                Some(p) if self.targets == LossTargets::All || self.in_answer[p] => self.tokens[p],
+                _ => IGNORED,
             })
             .collect();
-        (tokens[..self.width].to_vec(), targets)
+        (inputs, targets)
     }
 
     /// The rows `first..first + rows` as one batch.
