@@ -91,6 +91,11 @@ enum Command {
         /// (which are otherwise checked in one teacher-forced pass, with the same result).
         #[arg(long)]
         generate: bool,
+        /// Also write every test pair answered wrong, with what the model wrote, to this CSV
+        /// file, and print how the mistakes fall by carries, operand and answer lengths and
+        /// the first wrong character.
+        #[arg(long, value_name = "FILE")]
+        mistakes: Option<PathBuf>,
         #[command(flatten)]
         backend: BackendArg,
     },
@@ -274,6 +279,29 @@ fn exit_when_stdin_closes() {
         eprintln!("the sweep that started this run has ended; stopping (resume with --resume)");
         std::process::exit(130);
     });
+}
+
+/// A file can be written at `path`: its folder exists and it is not a folder itself.
+fn check_writable(path: &std::path::Path) -> Result<(), RunError> {
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    if !folder.is_dir() {
+        return Err(RunError::Usage(format!(
+            "cannot write {}: the folder {} does not exist; create it or name another file",
+            path.display(),
+            folder.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(RunError::Usage(format!(
+            "{} is a folder; name a file, e.g. {}",
+            path.display(),
+            path.join("mistakes.csv").display()
+        )));
+    }
+    Ok(())
 }
 
 fn parse_shard(text: &str) -> Result<(usize, usize), RunError> {
@@ -508,15 +536,37 @@ fn execute(command: Command) -> Result<(), RunError> {
         Command::Eval {
             run_dir,
             generate,
+            mistakes,
             backend,
         } => {
+            if let Some(path) = &mistakes {
+                check_writable(path)?;
+            }
             let run = run::load_finished(&run_dir, backend.resolve()?)?;
             let checking = if generate {
                 Checking::Generation
             } else {
                 Checking::Fastest
             };
-            let score = run::evaluate(&run, checking)?;
+            let score = match &mistakes {
+                None => run::evaluate(&run, checking)?,
+                Some(path) => {
+                    let (found, test) = run::find_mistakes(&run, checking)?;
+                    run::write_atomic(path, symbreak_train::mistakes::to_csv(&found).as_bytes())
+                        .map_err(|e| {
+                            RunError::Failed(format!("cannot write {}: {e}", path.display()))
+                        })?;
+                    print!(
+                        "{}",
+                        symbreak_train::mistakes::summary(&found, &test, &run.config.data)
+                    );
+                    println!("{} mistakes written to {}", found.len(), path.display());
+                    symbreak_train::Score {
+                        correct: test.len() - found.len(),
+                        total: test.len(),
+                    }
+                }
+            };
             println!(
                 "{}: exact match {:.2}% ({}/{})",
                 run_dir.display(),
@@ -624,6 +674,7 @@ fn run_bench(
     plan: bench::Plan,
     out: &std::path::Path,
 ) -> Result<(), RunError> {
+    check_writable(out)?;
     for backend in backends {
         backend.usable_device().map_err(RunError::Usage)?;
     }

@@ -110,6 +110,30 @@ fn the_smoke_preset_learns_addition_and_eval_reproduces_it() {
         text(&generated)
     );
 
+    // The mistakes file lists exactly the pairs the score counts wrong.
+    let mistakes = tmp.path().join("mistakes.csv");
+    let listed = run(&[
+        "eval",
+        dir.to_str().unwrap(),
+        "--mistakes",
+        mistakes.to_str().unwrap(),
+    ]);
+    assert!(listed.status.success(), "{}", text(&listed));
+    assert!(text(&listed).contains(&expected), "{}", text(&listed));
+    assert!(
+        text(&listed).contains("by operand lengths:"),
+        "{}",
+        text(&listed)
+    );
+    let wrong = (500.0 * (100.0 - accuracy) / 100.0).round() as usize;
+    let csv = fs::read_to_string(&mistakes).unwrap();
+    assert_eq!(csv.lines().count(), 1 + wrong, "{csv}");
+    assert!(
+        text(&listed).contains(&format!("{wrong} mistakes written to")),
+        "{}",
+        text(&listed)
+    );
+
     let predict = run(&["predict", dir.to_str().unwrap(), "12+34"]);
     assert!(predict.status.success(), "{}", text(&predict));
     assert!(text(&predict).starts_with("12+34 = "), "{}", text(&predict));
@@ -326,6 +350,16 @@ fn bad_input_is_one_clear_error_and_writes_nothing() {
     assert!(train_short(&corrupt, &[]).status.success());
     fs::write(corrupt.join("model.bpk"), b"not a model").unwrap();
     assert_usage_error(&["eval", corrupt.to_str().unwrap()], "corrupt");
+    let nowhere = tmp.path().join("missing").join("mistakes.csv");
+    assert_usage_error(
+        &[
+            "eval",
+            corrupt.to_str().unwrap(),
+            "--mistakes",
+            nowhere.to_str().unwrap(),
+        ],
+        "does not exist",
+    );
 }
 
 #[test]

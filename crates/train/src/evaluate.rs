@@ -10,6 +10,8 @@
 //!   position (the closing `$` included) is the true next token. Bidirectional models see the
 //!   answer from every position, so for them only generation counts.
 
+use std::collections::HashMap;
+
 use burn::tensor::{Device, Int, Tensor};
 use symbreak_data::{Pair, TaskConfig, Tokenizer};
 use symbreak_model::Decoder;
@@ -115,6 +117,33 @@ pub fn read_ids(tokens: Tensor<2, Int>) -> Vec<i64> {
 pub fn decode(ids: &[i64]) -> Option<String> {
     let ids: Vec<usize> = ids.iter().map(|&t| t as usize).collect();
     Tokenizer::decode(&ids).ok()
+}
+
+/// What the model writes after each pair's prompt, in the order of `pairs`: greedy decoding of
+/// `max_new_tokens` tokens, cut after the first `$` (an answer that never closes is kept whole).
+pub fn generate_answers(
+    model: &Decoder,
+    task: &TaskConfig,
+    pairs: &[Pair],
+    max_new_tokens: usize,
+    device: &Device,
+) -> Vec<String> {
+    let mut written: HashMap<Pair, String> = HashMap::with_capacity(pairs.len());
+    for group in eval_groups(task, pairs, EVAL_ROWS) {
+        let batch = group.to_batch(device);
+        let prompts = batch.lines.narrow(1, 0, batch.prompt_len);
+        let ids = read_ids(model.generate(prompts, max_new_tokens));
+        for (row, pair) in group.pairs.iter().enumerate() {
+            let text =
+                decode(&ids[row * max_new_tokens..(row + 1) * max_new_tokens]).unwrap_or_default();
+            let answer = match text.find('$') {
+                Some(end) => text[..=end].to_string(),
+                None => text,
+            };
+            written.insert(*pair, answer);
+        }
+    }
+    pairs.iter().map(|pair| written[pair].clone()).collect()
 }
 
 /// Exact-match score over `pairs`, in batches of equal-length lines.

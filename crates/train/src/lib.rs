@@ -6,6 +6,7 @@
 //! - [`schedule`]: the learning-rate schedule.
 //! - [`metrics`], [`renderer`]: exact-match accuracy, divergence, `metrics.csv` and progress.
 //! - [`evaluate`]: exact-match accuracy of greedy answers (teacher-forced for causal models).
+//! - [`mistakes`]: the test pairs a model answers wrong, and where they fall.
 //! - [`run`]: the run folder: training, resuming, finishing, evaluating and predicting.
 //! - [`bench`]: timings of training steps and evaluation (`symbreak bench`).
 //! - [`sweep`]: grids of runs, planned, sharded and run in parallel processes.
@@ -16,6 +17,7 @@ pub mod bench;
 pub mod config;
 pub mod evaluate;
 pub mod metrics;
+pub mod mistakes;
 pub mod renderer;
 pub mod run;
 pub mod schedule;

@@ -25,8 +25,9 @@ use symbreak_model::Decoder;
 use crate::backend::Backend;
 use crate::batches::{EvalLoader, WindowLoader, eval_groups};
 use crate::config::RunConfig;
-use crate::evaluate::{Checking, EVAL_ROWS, Score, decode, exact_match, read_ids};
+use crate::evaluate::{Checking, EVAL_ROWS, Score, exact_match, generate_answers};
 use crate::metrics::{DIVERGED, DivergenceGuard, ExactMatchMetric};
+use crate::mistakes::{self, Mistake};
 use crate::renderer::{METRICS_HEADER, Resumed, RunRenderer};
 use crate::schedule::WarmupCosine;
 use crate::step::{Trainee, optimizer};
@@ -448,6 +449,23 @@ pub fn evaluate(run: &FinishedRun, checking: Checking) -> Result<Score, RunError
     ))
 }
 
+/// The test pairs a finished run answers wrong (see [`mistakes::find`]), and its test set.
+pub fn find_mistakes(
+    run: &FinishedRun,
+    checking: Checking,
+) -> Result<(Vec<Mistake>, Vec<Pair>), RunError> {
+    let task =
+        AdditionTask::generate(&run.config.data).map_err(|e| RunError::Usage(e.to_string()))?;
+    let found = mistakes::find(
+        &run.decoder,
+        &run.config.data,
+        &task.test,
+        checking,
+        &run.device,
+    );
+    Ok((found, task.test))
+}
+
 /// The model's answer to one question.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prediction {
@@ -477,15 +495,15 @@ pub fn predict(run: &FinishedRun, question: &str) -> Result<Prediction, RunError
             ));
         }
     };
-    let groups = eval_groups(&run.config.data, &[pair], 1);
-    let batch = groups[0].to_batch(&run.device);
-    let prompts = batch.lines.narrow(1, 0, batch.prompt_len);
-    let ids = read_ids(run.decoder.generate(prompts, run.config.max_new_tokens()));
-    let text = decode(&ids).unwrap_or_default();
-    let generated = match text.find('$') {
-        Some(end) => text[..=end].to_string(),
-        None => text,
-    };
+    let [generated] = generate_answers(
+        &run.decoder,
+        &run.config.data,
+        &[pair],
+        run.config.max_new_tokens(),
+        &run.device,
+    )
+    .try_into()
+    .expect("one answer for one pair");
     let answer = symbreak_data::parse_answer(&generated, run.config.data.reverse);
     Ok(Prediction {
         pair,
