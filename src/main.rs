@@ -1,6 +1,8 @@
 //! `symbreak`: train and evaluate small decoders on 3-digit addition, with and without the
 //! mechanisms that break the transformer's permutation symmetry.
 
+mod memory;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -430,6 +432,7 @@ fn thread_budget() -> usize {
 }
 
 fn main() -> ExitCode {
+    memory::keep_freed_memory();
     match execute(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
