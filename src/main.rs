@@ -380,7 +380,7 @@ fn run_sweep(
     );
     let threads_per_run = (thread_budget() / jobs).max(1);
     println!(
-        "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} threads each; folder {}",
+        "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} each; folder {}",
         file.display(),
         plan.base,
         runs.len(),
@@ -390,7 +390,11 @@ fn run_sweep(
             String::new()
         },
         runs.len() - done - unfinished,
-        threads_per_run,
+        if threads_per_run == 1 {
+            "1 thread".to_string()
+        } else {
+            format!("{threads_per_run} threads")
+        },
         out.display()
     );
     if dry_run {

@@ -215,7 +215,7 @@ fn planned(file: &Path, out: &Path, shard: &str) -> Vec<String> {
         .collect()
 }
 
-/// The "N threads each" of a dry run's first line, with `RAYON_NUM_THREADS` set or not.
+/// The N of "N threads each" (or "1 thread each") in a dry run's first line, with `RAYON_NUM_THREADS` set or not.
 fn threads_each(file: &Path, out: &Path, jobs: &str, rayon: Option<&str>) -> String {
     let mut command = sweep_command(file, out, &["--dry-run", "--jobs", jobs]);
     match rayon {
@@ -228,7 +228,7 @@ fn threads_each(file: &Path, out: &Path, jobs: &str, rayon: Option<&str>) -> Str
     let (_, after) = stdout
         .split_once(" at a time with ")
         .expect("the plan line");
-    after.split(" threads each").next().unwrap().to_string()
+    after.split(" thread").next().unwrap().to_string()
 }
 
 #[test]
