@@ -3,9 +3,13 @@
 A pre-LayerNorm decoder of the same shape as symbreak's (fused QKV, no biases, tied output head,
 tanh-GELU, dropout), trained with AdamW (decay on matrix weights only) and global-norm clipping
 at 1.0, on random tokens from the 14-symbol vocabulary. Prints the median time of a whole
-training step (forward, loss, backward, clipping, optimiser) after warm-up, as JSON.
+training step (forward, loss, backward, clipping, optimiser) after warm-up, as JSON; with
+`--eval-lines N`, also the median time of a forward pass without gradients over N lines of
+`--time` tokens, 1,000 rows at a time (what `symbreak bench` times as teacher-forced evaluation).
 
     python docs/bench/pytorch_step.py --width 128 --heads 4 --rows 64 --time 16
+    python docs/bench/pytorch_step.py --width 64 --rows 128 --time 32 --dropout 0 --threads 1
+    python docs/bench/pytorch_step.py --width 64 --time 13 --dropout 0 --threads 1 --steps 0 --eval-lines 10000
 """
 
 import argparse
@@ -75,8 +79,12 @@ def main():
     parser.add_argument("--dropout", type=float, default=0.2)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="0: PyTorch's default")
+    parser.add_argument("--eval-lines", type=int, default=0)
     args = parser.parse_args()
 
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(1337)
     vocab = 14
     model = Decoder(args.layers, args.heads, args.width, args.time, vocab, args.dropout)
@@ -99,15 +107,30 @@ def main():
         optim.step()
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
-    median = statistics.median(times)
-    tokens = args.rows * args.time
-    print(json.dumps({
+    report = {
         "torch": torch.__version__, "threads": torch.get_num_threads(),
         "layers": args.layers, "heads": args.heads, "width": args.width,
         "rows": args.rows, "time": args.time, "dropout": args.dropout, "params": params,
-        "median_ms": 1e3 * median, "tokens_per_second": tokens / median,
-        "gflops": 6 * params * tokens / median / 1e9,
-    }))
+    }
+    if times:
+        median = statistics.median(times)
+        tokens = args.rows * args.time
+        report.update({
+            "median_ms": 1e3 * median, "tokens_per_second": tokens / median,
+            "gflops": 6 * params * tokens / median / 1e9,
+        })
+    if args.eval_lines > 0:
+        model.eval()
+        lines = torch.randint(0, vocab, (args.eval_lines, args.time))
+        passes = []
+        with torch.no_grad():
+            for _ in range(3):
+                start = time.perf_counter()
+                for batch in lines.split(1000):
+                    model(batch).argmax(dim=2)
+                passes.append(time.perf_counter() - start)
+        report.update({"eval_lines": args.eval_lines, "eval_ms": 1e3 * statistics.median(passes)})
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":
