@@ -150,6 +150,12 @@ impl TaskConfig {
         format!("${}+{}={}$", pair.a, pair.b, self.answer_text(pair.sum()))
     }
 
+    /// The most tokens a correct answer takes: the longest sum (`digits + 1` digits) and its
+    /// closing `$`; greedy decoding writes this many.
+    pub fn max_answer_tokens(&self) -> usize {
+        self.digits as usize + 2
+    }
+
     /// The answer as written after `=`: reversed digits by default.
     pub fn answer_text(&self, sum: u64) -> String {
         let digits = sum.to_string();

@@ -265,11 +265,6 @@ impl RunConfig {
         };
         format!("{encoding}{mask}-ablate-{ablate}-seed{}", self.train.seed)
     }
-
-    /// Greedy decoding length: the longest answer and its closing `$`.
-    pub fn max_new_tokens(&self) -> usize {
-        self.data.digits as usize + 2
-    }
 }
 
 /// A TOML syntax error on one line: where it is and what is wrong.

@@ -120,14 +120,15 @@ pub fn decode(ids: &[i64]) -> Option<String> {
 }
 
 /// What the model writes after each pair's prompt, in the order of `pairs`: greedy decoding of
-/// `max_new_tokens` tokens, cut after the first `$` (an answer that never closes is kept whole).
+/// the longest answer's length, cut after the first `$` (an answer that never closes is kept
+/// whole).
 pub fn generate_answers(
     model: &Decoder,
     task: &TaskConfig,
     pairs: &[Pair],
-    max_new_tokens: usize,
     device: &Device,
 ) -> Vec<String> {
+    let max_new_tokens = task.max_answer_tokens();
     let mut written: HashMap<Pair, String> = HashMap::with_capacity(pairs.len());
     for group in eval_groups(task, pairs, EVAL_ROWS) {
         let batch = group.to_batch(device);

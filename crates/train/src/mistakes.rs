@@ -55,8 +55,7 @@ pub fn find(
         );
     }
     wrong.sort_by_key(|pair| (pair.a, pair.b));
-    let max_new_tokens = task.digits as usize + 2;
-    let written = generate_answers(model, task, &wrong, max_new_tokens, device);
+    let written = generate_answers(model, task, &wrong, device);
     wrong
         .into_iter()
         .zip(written)
@@ -90,8 +89,8 @@ pub fn to_csv(mistakes: &[Mistake]) -> String {
 
 /// A readable account of where the mistakes fall among `pairs` (the pairs they were drawn
 /// from): the share wrong per number of carries, per operand lengths (`3+2`: a three-digit
-/// plus a two-digit number) and per answer length, and how many mistakes
-/// first go wrong at each character of the answer.
+/// plus a two-digit number) and per answer length, and how many mistakes first go wrong at
+/// each character of the answer.
 pub fn summary(mistakes: &[Mistake], pairs: &[Pair], task: &TaskConfig) -> String {
     let mut text = String::new();
     let share = |label: String, of: &dyn Fn(Pair) -> bool| {

@@ -495,15 +495,9 @@ pub fn predict(run: &FinishedRun, question: &str) -> Result<Prediction, RunError
             ));
         }
     };
-    let [generated] = generate_answers(
-        &run.decoder,
-        &run.config.data,
-        &[pair],
-        run.config.max_new_tokens(),
-        &run.device,
-    )
-    .try_into()
-    .expect("one answer for one pair");
+    let [generated] = generate_answers(&run.decoder, &run.config.data, &[pair], &run.device)
+        .try_into()
+        .expect("one answer for one pair");
     let answer = symbreak_data::parse_answer(&generated, run.config.data.reverse);
     Ok(Prediction {
         pair,

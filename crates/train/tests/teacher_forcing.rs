@@ -8,9 +8,8 @@ use std::sync::OnceLock;
 
 use symbreak_data::{AdditionTask, Prompt};
 use symbreak_train::batches::eval_groups;
-use symbreak_train::evaluate::Checking;
 use symbreak_train::evaluate::{
-    correct_by_generation, correct_by_teacher_forcing, generate_answers,
+    Checking, correct_by_generation, correct_by_teacher_forcing, generate_answers,
 };
 use symbreak_train::run::{self, FinishedRun, load_finished};
 use symbreak_train::{Backend, Override, RunConfig};
@@ -61,13 +60,7 @@ fn mistakes_are_the_pairs_generation_gets_wrong() {
     let run = partly_trained();
     let (mistakes, test) = run::find_mistakes(&run, Checking::Fastest).unwrap();
     let data = &run.config.data;
-    let written = generate_answers(
-        &run.decoder,
-        data,
-        &test,
-        run.config.max_new_tokens(),
-        &run.device,
-    );
+    let written = generate_answers(&run.decoder, data, &test, &run.device);
     let mut expected_mistakes = Vec::new();
     for (pair, written) in test.iter().zip(written) {
         if !Prompt::new(data, *pair).is_correct(&written) {
