@@ -3,8 +3,9 @@
 # The tensor backend of every recipe: ndarray, flex or wgpu, e.g. `just backend=wgpu sweep-residuals`.
 # Its cargo feature is compiled in (the default features stay on).
 backend := "flex"
-# Runs at a time in a sweep (the machine's threads are split between them).
-jobs := "1"
+# Runs at a time in a sweep (the machine's threads are split between them); `auto`: one per
+# thread on the CPU backends, one on wgpu.
+jobs := "auto"
 
 default:
     @just --list

@@ -51,9 +51,11 @@ enum Command {
         /// Replace the sweep's base preset (quick, paper, ...).
         #[arg(long)]
         preset: Option<String>,
-        /// Runs at a time; the machine's threads are split between them.
-        #[arg(long, default_value_t = 1)]
-        jobs: usize,
+        /// Runs at a time, the machine's threads split between them: a number, or `auto`, one
+        /// run per thread on the CPU backends (a run of the CPU preset gains nothing from a
+        /// second thread; docs/performance.md) and one on wgpu; never more than the runs to do.
+        #[arg(long, default_value = "auto")]
+        jobs: Jobs,
         /// Run only slice I of N of the plan (for a cluster's job array), e.g. 2/4.
         #[arg(long)]
         shard: Option<String>,
@@ -137,6 +139,40 @@ enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
+}
+
+/// `symbreak sweep --jobs`: a count, or chosen for the backend and the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Jobs {
+    Auto,
+    Count(usize),
+}
+
+impl std::str::FromStr for Jobs {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "auto" => Ok(Jobs::Auto),
+            n => match n.parse::<usize>() {
+                Ok(0) | Err(_) => Err(format!(
+                    "expected a number of runs at a time (1 or more) or `auto`, got {text:?}"
+                )),
+                Ok(count) => Ok(Jobs::Count(count)),
+            },
+        }
+    }
+}
+
+impl Jobs {
+    /// Runs at a time for `pending` runs to start or resume on `backend`.
+    fn resolve(self, backend: Backend, pending: usize) -> usize {
+        match self {
+            Jobs::Count(count) => count,
+            Jobs::Auto if backend == Backend::Wgpu => 1,
+            Jobs::Auto => thread_budget().min(pending).max(1),
+        }
+    }
 }
 
 #[derive(Args)]
@@ -326,7 +362,7 @@ fn parse_shard(text: &str) -> Result<(usize, usize), RunError> {
 fn run_sweep(
     file: &std::path::Path,
     preset: Option<&str>,
-    jobs: usize,
+    jobs: Jobs,
     shard: Option<&str>,
     out: Option<PathBuf>,
     dry_run: bool,
@@ -335,9 +371,6 @@ fn run_sweep(
     let (index, count) = shard.map(parse_shard).transpose()?.unwrap_or((1, 1));
     let backend_arg = backend;
     let backend = backend_arg.resolve()?;
-    if jobs == 0 {
-        return Err(RunError::Usage("--jobs must be at least 1".into()));
-    }
     backend.device().map_err(RunError::Usage)?;
     let mut plan = sweep::Sweep::load(file, preset).map_err(|e| RunError::Usage(e.0))?;
     // Each new run's config.toml records its backend: --backend, else the sweep file's, else
@@ -378,6 +411,7 @@ fn run_sweep(
         with_status(sweep::Status::Finished),
         with_status(sweep::Status::Unfinished),
     );
+    let jobs = jobs.resolve(backend, runs.len() - done);
     let threads_per_run = (thread_budget() / jobs).max(1);
     println!(
         "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} each; folder {}",
@@ -787,4 +821,28 @@ fn draw_figures(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_are_a_positive_count_or_auto() {
+        assert_eq!("auto".parse::<Jobs>(), Ok(Jobs::Auto));
+        assert_eq!("3".parse::<Jobs>(), Ok(Jobs::Count(3)));
+        assert!("0".parse::<Jobs>().is_err());
+        assert!("two".parse::<Jobs>().is_err());
+        assert_eq!(
+            Jobs::Count(3).resolve(Backend::Flex, 1),
+            3,
+            "a count is kept"
+        );
+        assert_eq!(
+            Jobs::Auto.resolve(Backend::Wgpu, 10),
+            1,
+            "one GPU run at a time"
+        );
+        assert_eq!(Jobs::Auto.resolve(Backend::Flex, 0), 1, "nothing to do");
+    }
 }

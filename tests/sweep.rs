@@ -247,6 +247,32 @@ fn a_set_rayon_num_threads_is_the_sweeps_thread_budget() {
     );
 }
 
+/// The first line of a dry run without `--jobs`, under `RAYON_NUM_THREADS`.
+fn auto_plan(file: &Path, out: &Path, rayon: &str) -> String {
+    let output = sweep_command(file, out, &["--dry-run"])
+        .env("RAYON_NUM_THREADS", rayon)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn by_default_a_cpu_sweep_runs_one_run_per_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = sweep_file(tmp.path(), TINY);
+    let out = tmp.path().join("plan");
+    let two = auto_plan(&file, &out, "2");
+    assert!(two.contains("2 at a time with 1 thread each"), "{two}");
+    // Never more at a time than runs to do (TINY has 4); the threads go to the runs.
+    let eight = auto_plan(&file, &out, "8");
+    assert!(eight.contains("4 at a time with 2 threads each"), "{eight}");
+}
+
 #[test]
 fn two_shards_cover_the_plan_once() {
     let tmp = tempfile::tempdir().unwrap();
