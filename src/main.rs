@@ -334,9 +334,8 @@ fn check_writable(path: &std::path::Path) -> Result<(), RunError> {
     }
     if path.is_dir() {
         return Err(RunError::Usage(format!(
-            "{} is a folder; name a file, e.g. {}",
-            path.display(),
-            path.join("mistakes.csv").display()
+            "{} is a folder; name a file in it",
+            path.display()
         )));
     }
     Ok(())

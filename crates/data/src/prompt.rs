@@ -16,7 +16,7 @@ pub struct Prompt {
 impl Prompt {
     pub fn new(config: &TaskConfig, pair: Pair) -> Self {
         let text = format!("${}+{}=", pair.a, pair.b);
-        let answer = config.answer_text(pair.sum()) + "$";
+        let answer = config.written_answer(pair.sum());
         Self {
             pair,
             tokens: Tokenizer::encode(&text).expect("prompts use only vocabulary symbols"),

@@ -156,6 +156,11 @@ impl TaskConfig {
         self.digits as usize + 2
     }
 
+    /// What a correct model writes after `=`: the answer text and its closing `$`.
+    pub fn written_answer(&self, sum: u64) -> String {
+        self.answer_text(sum) + "$"
+    }
+
     /// The answer as written after `=`: reversed digits by default.
     pub fn answer_text(&self, sum: u64) -> String {
         let digits = sum.to_string();

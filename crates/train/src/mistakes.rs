@@ -61,7 +61,7 @@ pub fn find(
         .zip(written)
         .map(|(pair, written)| Mistake {
             pair,
-            expected: task.answer_text(pair.sum()) + "$",
+            expected: task.written_answer(pair.sum()),
             written,
         })
         .collect()
