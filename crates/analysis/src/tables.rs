@@ -257,6 +257,8 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
         writeln!(md, "- `{}`: the loss became NaN or infinite after step {}; counted with its accuracy, {:.2}%", run.name, run.result.steps, run.result.exact_match).unwrap();
     }
 
+    every_run(&mut md, runs);
+
     let in_tables = |key: &Key| {
         key.1 == "causal"
             && (paper::TABLE1_SETS.contains(&key.2.as_slice())
@@ -285,6 +287,66 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
         }
     }
     (md, rows)
+}
+
+/// Every finished run, one line each (baselines first, then by the layers removed and the seed),
+/// and their total run time, so a table's cell can be traced to its runs.
+fn every_run(md: &mut String, runs: &[FinishedRun]) {
+    let mut sorted: Vec<&FinishedRun> = runs.iter().collect();
+    sorted.sort_by_key(|r| {
+        let layers = removed_residuals(&r.config.model);
+        (
+            encoding_name(r.config.model.positional),
+            mask_name(r.config.model.mask),
+            layers.len(),
+            layers,
+            r.config.train.seed,
+        )
+    });
+    let seconds: f64 = runs.iter().map(|r| r.result.wall_seconds).sum();
+    writeln!(md, "\n## Every finished run\n").unwrap();
+    writeln!(
+        md,
+        "{} runs, {} s of run time in all ({:.1} run-hours, {} s per run on average; runs made side by side overlap in wall time).\n",
+        runs.len(),
+        thousands(seconds),
+        seconds / 3600.0,
+        thousands(seconds / runs.len() as f64),
+    )
+    .unwrap();
+    writeln!(md, "| positional | mask | residuals removed | seed | exact match | steps | wall time | backend |\n|---|---|---|---|---|---|---|---|").unwrap();
+    for run in sorted {
+        let model = &run.config.model;
+        let label = match model.positional {
+            PositionalEncoding::Learned => "learned PE",
+            PositionalEncoding::None => "NoPE",
+        };
+        writeln!(
+            md,
+            "| {label} | {} | {} | {} | {:.2}% | {} | {} s | {} |",
+            mask_name(model.mask),
+            set_name(&removed_residuals(model)),
+            run.config.train.seed,
+            run.result.exact_match,
+            run.result.steps,
+            thousands(run.result.wall_seconds),
+            run.result.backend,
+        )
+        .unwrap();
+    }
+}
+
+/// A whole number of seconds with thousands separated by commas: 43805.2 -> "43,805".
+fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn header(md: &mut String, sets: &[&[usize]]) {
@@ -408,6 +470,11 @@ mod tests {
             run("c", PositionalEncoding::None, vec![2, 1], 10.0),
             run("d", PositionalEncoding::None, vec![1, 2], 30.0),
         ];
+        // Seeds 2, 1, 2, 1: the list of runs sorts them.
+        let mut runs = runs;
+        for (i, run) in runs.iter_mut().enumerate() {
+            run.config.train.seed = 2 - (i as u64 % 2);
+        }
         let cells = cells(&runs);
         let empty = &cells[&("learned".into(), "causal".into(), vec![])];
         assert_eq!((empty.mean(), empty.accuracies.len()), (Some(95.0), 2));
@@ -426,6 +493,20 @@ mod tests {
         assert!(
             md.contains("| learned PE, paper | 100.00 | 99.97 |"),
             "{md}"
+        );
+        assert!(
+            md.contains("4 runs, 4 s of run time in all (0.0 run-hours, 1 s per run on average;"),
+            "{md}"
+        );
+        let listed: Vec<&str> = md.lines().filter(|l| l.ends_with("| ndarray |")).collect();
+        assert_eq!(
+            listed,
+            [
+                "| learned PE | causal | {} | 1 | 100.00% | 10 | 1 s | ndarray |",
+                "| learned PE | causal | {} | 2 | 90.00% | 10 | 1 s | ndarray |",
+                "| NoPE | causal | {1,2} | 1 | 30.00% | 10 | 1 s | ndarray |",
+                "| NoPE | causal | {1,2} | 2 | 10.00% | 10 | 1 s | ndarray |",
+            ]
         );
         let missing = rows
             .iter()
