@@ -1,6 +1,7 @@
 //! `symbreak`: train and evaluate small decoders on 3-digit addition, with and without the
 //! mechanisms that break the transformer's permutation symmetry.
 
+mod closed_pipe;
 mod memory;
 
 use std::path::PathBuf;
@@ -470,6 +471,7 @@ fn thread_budget() -> usize {
 
 fn main() -> ExitCode {
     memory::keep_freed_memory();
+    closed_pipe::end_quietly_on_closed_pipe();
     match execute(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -452,3 +452,24 @@ fn bench_writes_a_json_report() {
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     assert!(text(&bad).contains("unknown case"), "{}", text(&bad));
 }
+
+/// `symbreak model | head`, with head gone before the first line: the process ends at its first
+/// write (killed by SIGPIPE, as Unix tools are), not with a panic about a broken pipe.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = symbreak()
+        .args(["model", "--preset", "smoke"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    const SIGPIPE: i32 = 13; // on Linux and macOS alike
+    assert_eq!(out.status.signal(), Some(SIGPIPE), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
