@@ -166,12 +166,12 @@ impl std::str::FromStr for Jobs {
 }
 
 impl Jobs {
-    /// Runs at a time for `pending` runs to start or resume on `backend`.
-    fn resolve(self, backend: Backend, pending: usize) -> usize {
+    /// Runs at a time for `pending` runs to start or resume on `backend`, with `threads` to share.
+    fn resolve(self, backend: Backend, pending: usize, threads: usize) -> usize {
         match self {
             Jobs::Count(count) => count,
             Jobs::Auto if backend == Backend::Wgpu => 1,
-            Jobs::Auto => thread_budget().min(pending).max(1),
+            Jobs::Auto => threads.min(pending).max(1),
         }
     }
 }
@@ -411,8 +411,9 @@ fn run_sweep(
         with_status(sweep::Status::Finished),
         with_status(sweep::Status::Unfinished),
     );
-    let jobs = jobs.resolve(backend, runs.len() - done);
-    let threads_per_run = (thread_budget() / jobs).max(1);
+    let threads = thread_budget();
+    let jobs = jobs.resolve(backend, runs.len() - done, threads);
+    let threads_per_run = (threads / jobs).max(1);
     println!(
         "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} each; folder {}",
         file.display(),
@@ -835,15 +836,25 @@ mod tests {
         assert!("0".parse::<Jobs>().is_err());
         assert!("two".parse::<Jobs>().is_err());
         assert_eq!(
-            Jobs::Count(3).resolve(Backend::Flex, 1),
+            Jobs::Count(3).resolve(Backend::Flex, 1, 2),
             3,
             "a count is kept"
         );
         assert_eq!(
-            Jobs::Auto.resolve(Backend::Wgpu, 10),
+            Jobs::Auto.resolve(Backend::Wgpu, 10, 2),
             1,
             "one GPU run at a time"
         );
-        assert_eq!(Jobs::Auto.resolve(Backend::Flex, 0), 1, "nothing to do");
+        assert_eq!(
+            Jobs::Auto.resolve(Backend::Flex, 10, 2),
+            2,
+            "one run per thread"
+        );
+        assert_eq!(
+            Jobs::Auto.resolve(Backend::Flex, 1, 8),
+            1,
+            "never more than the runs"
+        );
+        assert_eq!(Jobs::Auto.resolve(Backend::Flex, 0, 2), 1, "nothing to do");
     }
 }

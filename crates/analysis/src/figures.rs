@@ -20,7 +20,7 @@ use crate::curves::{Measure, MetricsRow, Series, read_metrics, render_grid, rend
 use crate::draw::FigureError;
 use crate::heatmap::{HeatmapPanel, Resolution, render};
 use crate::tables::{
-    FinishedRun, encoding_name, mask_name, read_runs, removed_residuals, set_name,
+    FinishedRun, encoding_label, encoding_name, mask_name, read_runs, removed_residuals, set_name,
 };
 
 /// Test lines behind each correlation matrix, by default.
@@ -428,13 +428,6 @@ fn describe(config: &RunConfig) -> String {
         set_name(&removed_residuals(model)),
         config.train.seed
     )
-}
-
-fn encoding_label(positional: PositionalEncoding) -> &'static str {
-    match positional {
-        PositionalEncoding::Learned => "learned PE",
-        PositionalEncoding::None => "NoPE",
-    }
 }
 
 fn run_name(run: &Path) -> String {

@@ -84,6 +84,14 @@ pub(crate) fn encoding_name(p: PositionalEncoding) -> &'static str {
     }
 }
 
+/// How tables and figures name an encoding for readers.
+pub(crate) fn encoding_label(p: PositionalEncoding) -> &'static str {
+    match p {
+        PositionalEncoding::Learned => "learned PE",
+        PositionalEncoding::None => "NoPE",
+    }
+}
+
 pub(crate) fn mask_name(m: AttentionMask) -> &'static str {
     match m {
         AttentionMask::Causal => "causal",
@@ -189,15 +197,15 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
 
     let encodings = [
         PaperRows {
-            encoding: "learned",
-            label: "learned PE",
+            encoding: encoding_name(PositionalEncoding::Learned),
+            label: encoding_label(PositionalEncoding::Learned),
             means: &paper::TABLE1_LEARNED_MEAN,
             mins: &paper::TABLE2_LEARNED_MIN,
             maxes: &paper::TABLE2_LEARNED_MAX,
         },
         PaperRows {
-            encoding: "nope",
-            label: "NoPE",
+            encoding: encoding_name(PositionalEncoding::None),
+            label: encoding_label(PositionalEncoding::None),
             means: &paper::TABLE1_NOPE_MEAN,
             mins: &paper::TABLE2_NOPE_MIN,
             maxes: &paper::TABLE2_NOPE_MAX,
@@ -317,13 +325,10 @@ fn every_run(md: &mut String, runs: &[FinishedRun]) {
     writeln!(md, "| positional | mask | residuals removed | seed | exact match | steps | wall time | backend |\n|---|---|---|---|---|---|---|---|").unwrap();
     for run in sorted {
         let model = &run.config.model;
-        let label = match model.positional {
-            PositionalEncoding::Learned => "learned PE",
-            PositionalEncoding::None => "NoPE",
-        };
         writeln!(
             md,
-            "| {label} | {} | {} | {} | {:.2}% | {} | {} s | {} |",
+            "| {} | {} | {} | {} | {:.2}% | {} | {} s | {} |",
+            encoding_label(model.positional),
             mask_name(model.mask),
             set_name(&removed_residuals(model)),
             run.config.train.seed,
