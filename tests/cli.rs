@@ -49,12 +49,29 @@ const SHORT: [&str; 8] = [
     "train.eval_prompts=20",
 ];
 
-fn train_short(dir: &Path, extra: &[&str]) -> Output {
+/// The smoke run of [`SHORT`] made 100 steps long (five checkpoints), so that a kill after the
+/// second checkpoint still leaves most of the run to do.
+const LONGER: [&str; 8] = [
+    "--preset",
+    "smoke",
+    "--steps",
+    "100",
+    "--set",
+    "train.eval_every=20",
+    "--set",
+    "train.eval_prompts=20",
+];
+
+fn train_args<'a>(schedule: &[&'a str], dir: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["train"];
-    args.extend(SHORT);
+    args.extend(schedule);
     args.extend(["--out", dir.to_str().unwrap()]);
     args.extend(extra);
-    run(&args)
+    args
+}
+
+fn train_short(dir: &Path, extra: &[&str]) -> Output {
+    run(&train_args(&SHORT, dir, extra))
 }
 
 #[test]
@@ -162,38 +179,32 @@ fn the_same_seed_gives_the_same_metrics() {
     );
 }
 
-fn wait_for(path: &Path, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if path.exists() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
 #[test]
 fn a_killed_run_resumes_to_the_same_end() {
     let tmp = tempfile::tempdir().unwrap();
     let whole = tmp.path().join("whole");
-    assert!(train_short(&whole, &[]).status.success());
+    assert!(run(&train_args(&LONGER, &whole, &[])).status.success());
 
     let killed = tmp.path().join("killed");
-    let mut args = vec!["train"];
-    args.extend(SHORT);
-    args.extend(["--out", killed.to_str().unwrap()]);
     let mut child = symbreak()
-        .args(&args)
+        .args(train_args(&LONGER, &killed, &[]))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let first_checkpoint = killed.join("learner/checkpoint/scheduler-1.bpk");
-    assert!(
-        wait_for(&first_checkpoint, Duration::from_secs(120)),
-        "no checkpoint appeared"
-    );
+    // Burn writes a checkpoint's three files on three threads, in no fixed order, each thread
+    // one file after another. Once every file of checkpoint 2 exists, checkpoint 1 is complete.
+    let checkpoint = killed.join("learner/checkpoint");
+    let second =
+        ["model", "optim", "scheduler"].map(|kind| checkpoint.join(format!("{kind}-2.bpk")));
+    let start = Instant::now();
+    while !second.iter().all(|file| file.exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no second checkpoint appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     child.kill().unwrap(); // SIGKILL: no chance to clean up
     child.wait().unwrap();
     assert!(
@@ -201,7 +212,7 @@ fn a_killed_run_resumes_to_the_same_end() {
         "the run was killed before it finished"
     );
 
-    let again = train_short(&killed, &[]);
+    let again = run(&train_args(&LONGER, &killed, &[]));
     assert_eq!(
         again.status.code(),
         Some(2),
@@ -209,10 +220,10 @@ fn a_killed_run_resumes_to_the_same_end() {
         text(&again)
     );
 
-    let resumed = train_short(&killed, &["--resume"]);
+    let resumed = run(&train_args(&LONGER, &killed, &["--resume"]));
     assert!(resumed.status.success(), "{}", text(&resumed));
     assert!(text(&resumed).contains("resuming"), "{}", text(&resumed));
-    assert_eq!(result(&killed)["steps"], 60);
+    assert_eq!(result(&killed)["steps"], 100);
     // Without dropout, a resumed run repeats the uninterrupted one exactly.
     assert_eq!(metrics_without_time(&killed), metrics_without_time(&whole));
     assert_eq!(result(&killed)["correct"], result(&whole)["correct"]);
