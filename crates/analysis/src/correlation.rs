@@ -7,10 +7,12 @@
 
 use burn::tensor::{Tensor, TensorData};
 
-/// A feature is constant when its standard deviation across the samples is at most this
-/// fraction of its mean's magnitude (or of 1e-6 for a mean near zero): float noise from
-/// identical computations, such as position 0 of a causal model, which always sees `$`.
-pub const CONSTANT_RELATIVE_STD: f32 = 1e-5;
+/// A feature is constant when its values across the samples span at most this fraction of
+/// their magnitude (or of 1e-6 for values near zero): float noise from identical computations,
+/// such as position 0 of a causal model, which always sees `$`. The span, not the spread around
+/// the computed mean: the mean of many equal floats is rarely that float exactly, and the
+/// offset would pass for variation.
+pub const CONSTANT_RELATIVE_SPAN: f32 = 1e-5;
 
 /// The correlation matrix of `features` features, row-major, with constant features' rows and
 /// columns set to zero (their correlation is undefined; never NaN here).
@@ -34,16 +36,16 @@ impl Correlation {
         let [n, features] = samples.dims();
         assert!(n >= 2, "a correlation needs at least two samples, got {n}");
         let device = samples.device();
+        let highest = to_vec(samples.clone().max_dim(0));
+        let lowest = to_vec(samples.clone().min_dim(0));
         let mean = samples.clone().mean_dim(0);
-        let centred = samples - mean.clone();
-        let sum_squares = centred.clone().square().sum_dim(0);
-        let means = to_vec(mean);
-        let sum_squares = to_vec(sum_squares);
+        let centred = samples - mean;
+        let sum_squares = to_vec(centred.clone().square().sum_dim(0));
         let mut constant = Vec::new();
         let scale: Vec<f32> = (0..features)
             .map(|i| {
-                let std = (sum_squares[i] / (n - 1) as f32).sqrt();
-                if std <= CONSTANT_RELATIVE_STD * means[i].abs().max(1e-6) {
+                let magnitude = highest[i].abs().max(lowest[i].abs()).max(1e-6);
+                if highest[i] - lowest[i] <= CONSTANT_RELATIVE_SPAN * magnitude {
                     constant.push(i);
                     0.0
                 } else {
@@ -156,6 +158,27 @@ mod tests {
         assert!((c.get(0, 3) + 1.0).abs() < 1e-5);
         assert!(c.get(0, 4).abs() < 0.05, "independent: {}", c.get(0, 4));
         assert!(c.constant.is_empty());
+    }
+
+    /// Columns that hold one value in every row, as position 0 of a causal model does: the mean
+    /// of 2,000 equal floats is rarely that float exactly, so a test on the spread around the
+    /// computed mean would find a small "variation" in many of them and correlate them with each
+    /// other at |r| = 1.
+    #[test]
+    fn every_column_of_repeated_values_is_constant() {
+        let mut rng = StdRng::seed_from_u64(4);
+        let values: Vec<f32> = (0..64).map(|_| 10.0 * noise(&mut rng)).collect();
+        let rows = (0..2000)
+            .map(|_| {
+                let mut row = values.clone();
+                row.push(noise(&mut rng));
+                row
+            })
+            .collect();
+        let c = Correlation::of(samples(rows));
+        assert_eq!(c.constant, (0..64).collect::<Vec<_>>());
+        assert!(c.values[..64 * 65].iter().all(|&v| v == 0.0));
+        assert!((c.get(64, 64) - 1.0).abs() < 1e-5);
     }
 
     #[test]

@@ -288,7 +288,7 @@ pub fn draw_figures(
             first.lines.symbols.iter().collect::<String>()
         ));
         caption.push(format!(
-            "Grid lines separate token positions; {}. Constant features (zero variance) are drawn as 0: {}.",
+            "Grid lines separate token positions; {}. Constant features (one value on every line) are drawn as 0: {}.",
             Resolution::for_features(first.correlation.features).describe(first.correlation.features),
             constant.join(", ")
         ));
