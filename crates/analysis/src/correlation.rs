@@ -74,8 +74,11 @@ pub struct BlockScore {
     /// Sum of |r| over pairs of distinct features at the same position, divided by the sum of
     /// |r| over all pairs of distinct features.
     pub share: f64,
-    /// The share a matrix without structure would have: the fraction of distinct-feature pairs
-    /// that lie at the same position, `(width - 1) / (positions * width - 1)`.
+    /// The share a matrix without structure would have: the fraction of pairs of distinct
+    /// varying features that lie at the same position, `sum_p m_p (m_p - 1) / (M (M - 1))` with
+    /// `m_p` varying features at position `p` and `M` in all. Constant features are left out:
+    /// their correlations are 0 and count in neither sum of `share`. With every feature varying
+    /// this is `(width - 1) / (positions * width - 1)`.
     pub chance: f64,
     /// `(share - chance) / (1 - chance)`: 0 without structure, 1 when all the correlation lies
     /// within positions.
@@ -104,7 +107,13 @@ impl BlockScore {
                 }
             }
         }
-        let chance = (width - 1) as f64 / (n - 1).max(1) as f64;
+        let mut varying = vec![width; n / width];
+        for &feature in &correlation.constant {
+            varying[feature / width] -= 1;
+        }
+        let all: usize = varying.iter().sum();
+        let same_position: usize = varying.iter().map(|&m| m * m.saturating_sub(1)).sum();
+        let chance = same_position as f64 / (all * all.saturating_sub(1)).max(1) as f64;
         let share = if total > 0.0 { inside / total } else { 0.0 };
         BlockScore {
             share,
@@ -179,6 +188,26 @@ mod tests {
         assert_eq!(c.constant, (0..64).collect::<Vec<_>>());
         assert!(c.values[..64 * 65].iter().all(|&v| v == 0.0));
         assert!((c.get(64, 64) - 1.0).abs() < 1e-5);
+    }
+
+    /// A causal model's position 0 is constant; without structure elsewhere the score must be
+    /// 0, so chance counts only the varying features.
+    #[test]
+    fn a_constant_position_does_not_raise_the_score_of_noise() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let (positions, width) = (5, 8);
+        let rows = (0..4000)
+            .map(|_| {
+                let mut row = vec![3.0; width];
+                row.extend((width..positions * width).map(|_| noise(&mut rng)));
+                row
+            })
+            .collect();
+        let correlation = Correlation::of(samples(rows));
+        assert_eq!(correlation.constant.len(), width);
+        let score = BlockScore::of(&correlation, width);
+        assert!((score.chance - 7.0 / 31.0).abs() < 1e-12, "{score:?}");
+        assert!(score.blockiness.abs() < 0.01, "{score:?}");
     }
 
     #[test]
