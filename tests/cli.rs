@@ -50,8 +50,9 @@ const SHORT: [&str; 8] = [
 ];
 
 /// The smoke run of [`SHORT`] made 100 steps long (five checkpoints), so that a kill after the
-/// second checkpoint still leaves most of the run to do.
-const LONGER: [&str; 8] = [
+/// second checkpoint still leaves most of the run to do, and with dropout, whose masks a resumed
+/// run must draw as the uninterrupted run did.
+const LONGER: [&str; 10] = [
     "--preset",
     "smoke",
     "--steps",
@@ -60,6 +61,8 @@ const LONGER: [&str; 8] = [
     "train.eval_every=20",
     "--set",
     "train.eval_prompts=20",
+    "--set",
+    "model.dropout=0.1",
 ];
 
 fn train_args<'a>(schedule: &[&'a str], dir: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
@@ -224,7 +227,7 @@ fn a_killed_run_resumes_to_the_same_end() {
     assert!(resumed.status.success(), "{}", text(&resumed));
     assert!(text(&resumed).contains("resuming"), "{}", text(&resumed));
     assert_eq!(result(&killed)["steps"], 100);
-    // Without dropout, a resumed run repeats the uninterrupted one exactly.
+    // A resumed run repeats the uninterrupted one exactly, dropout masks included.
     assert_eq!(metrics_without_time(&killed), metrics_without_time(&whole));
     assert_eq!(result(&killed)["correct"], result(&whole)["correct"]);
 

@@ -163,6 +163,11 @@ impl WindowSampler {
         &self.tokens
     }
 
+    /// The seed of the line order and the row placements.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Tokens per row.
     pub fn block(&self) -> usize {
         self.width

@@ -43,7 +43,9 @@ impl EvalBatch {
 /// The training loader: pass `p` over it yields optimiser steps `p * steps_per_pass ..`, step
 /// `s` being the windows `s * rows .. (s + 1) * rows` of the sampler. A pass is one learner
 /// "epoch", so the learner evaluates and checkpoints after every `steps_per_pass` steps, and a
-/// resumed run continues with exactly the batches it would have seen.
+/// resumed run continues with exactly the batches it would have seen. Each pass also reseeds the
+/// backend from the seed and the pass number: Burn's checkpoints do not hold the random state,
+/// so without this a resumed run would draw other dropout masks than the uninterrupted one.
 #[derive(Clone)]
 pub struct WindowLoader {
     sampler: Arc<WindowSampler>,
@@ -116,6 +118,7 @@ impl DataLoaderIterator<TrainBatch> for WindowIter<'_> {
 impl DataLoader<TrainBatch> for WindowLoader {
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<TrainBatch> + 'a> {
         let pass = self.next_pass.fetch_add(1, Ordering::SeqCst);
+        self.device.seed(pass_seed(self.sampler.seed(), pass));
         let first = (pass * self.steps_per_pass).min(self.total_steps);
         let end = (first + self.steps_per_pass).min(self.total_steps);
         Box::new(WindowIter {
@@ -144,6 +147,15 @@ impl DataLoader<TrainBatch> for WindowLoader {
             ..self.clone()
         })
     }
+}
+
+/// The backend's seed for pass `pass` of a run seeded with `seed`: SplitMix64 of the two, so that
+/// no pass replays the stream the initialisation drew from `seed`.
+fn pass_seed(seed: u64, pass: usize) -> u64 {
+    let mut z = seed ^ (pass as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Host-side evaluation batches: token rows of equal shape and their pairs.
