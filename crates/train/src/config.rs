@@ -260,7 +260,11 @@ impl RunConfig {
         let ablate = if self.model.ablate.is_empty() {
             "none".to_string()
         } else {
-            let layers: Vec<String> = self.model.ablate.iter().map(usize::to_string).collect();
+            // In increasing order whatever the order given, so that [2, 1] and [1, 2] are one
+            // run (a sweep refuses two runs of one name; the tables would count them twice).
+            let mut layers = self.model.ablate.clone();
+            layers.sort_unstable();
+            let layers: Vec<String> = layers.iter().map(usize::to_string).collect();
             layers.join("_")
         };
         format!("{encoding}{mask}-ablate-{ablate}-seed{}", self.train.seed)
@@ -362,7 +366,7 @@ mod tests {
 
     #[test]
     fn overrides_apply_and_round_trip() {
-        let config = RunConfig::preset_with(
+        let mut config = RunConfig::preset_with(
             "smoke",
             &[
                 Override::parse("model.positional=none").unwrap(),
@@ -380,6 +384,8 @@ mod tests {
             RunConfig::from_toml(&config.to_toml(), &[]).unwrap(),
             config
         );
+        assert_eq!(config.run_name(), "nope-ablate-1_2-seed7");
+        config.model.ablate = vec![2, 1];
         assert_eq!(config.run_name(), "nope-ablate-1_2-seed7");
     }
 

@@ -486,6 +486,10 @@ mod tests {
         assert!(message("base = \"huge\"\n[axes.train]\nseed = [1]\n").contains("unknown preset"));
         assert!(message("base = \"smoke\"\n[axes.train]\nseed = [1, 1]\n").contains("same run"));
         assert!(
+            message("base = \"smoke\"\n[axes.model]\nablate = [[1, 2], [2, 1]]\n")
+                .contains("same run")
+        );
+        assert!(
             message("base = \"smoke\"\ngrid = 1\n[axes.train]\nseed = [1]\n")
                 .contains("unknown field")
         );
