@@ -37,33 +37,19 @@ fn metrics_without_time(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// A short smoke run: 60 steps, evaluated and checkpointed every 20.
-const SHORT: [&str; 8] = [
-    "--preset",
-    "smoke",
-    "--steps",
-    "60",
-    "--set",
-    "train.eval_every=20",
-    "--set",
-    "train.eval_prompts=20",
-];
-
-/// The smoke run of [`SHORT`] made 100 steps long (five checkpoints), so that a kill after the
-/// second checkpoint still leaves most of the run to do, and with dropout, whose masks a resumed
-/// run must draw as the uninterrupted run did.
-const LONGER: [&str; 10] = [
-    "--preset",
-    "smoke",
-    "--steps",
-    "100",
-    "--set",
-    "train.eval_every=20",
-    "--set",
-    "train.eval_prompts=20",
-    "--set",
-    "model.dropout=0.1",
-];
+/// A smoke run of `steps` steps, evaluated and checkpointed every 20.
+fn smoke(steps: &str) -> [&str; 8] {
+    [
+        "--preset",
+        "smoke",
+        "--steps",
+        steps,
+        "--set",
+        "train.eval_every=20",
+        "--set",
+        "train.eval_prompts=20",
+    ]
+}
 
 fn train_args<'a>(schedule: &[&'a str], dir: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["train"];
@@ -73,8 +59,18 @@ fn train_args<'a>(schedule: &[&'a str], dir: &'a Path, extra: &[&'a str]) -> Vec
     args
 }
 
+/// The arguments of a 100-step smoke run (five checkpoints), so that a kill after the second
+/// checkpoint still leaves most of the run to do, with dropout, whose masks a resumed run must
+/// draw as the uninterrupted run did.
+fn longer<'a>(dir: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = train_args(&smoke("100"), dir, &["--set", "model.dropout=0.1"]);
+    args.extend(extra);
+    args
+}
+
+/// A 60-step smoke run.
 fn train_short(dir: &Path, extra: &[&str]) -> Output {
-    run(&train_args(&SHORT, dir, extra))
+    run(&train_args(&smoke("60"), dir, extra))
 }
 
 #[test]
@@ -186,11 +182,11 @@ fn the_same_seed_gives_the_same_metrics() {
 fn a_killed_run_resumes_to_the_same_end() {
     let tmp = tempfile::tempdir().unwrap();
     let whole = tmp.path().join("whole");
-    assert!(run(&train_args(&LONGER, &whole, &[])).status.success());
+    assert!(run(&longer(&whole, &[])).status.success());
 
     let killed = tmp.path().join("killed");
     let mut child = symbreak()
-        .args(train_args(&LONGER, &killed, &[]))
+        .args(longer(&killed, &[]))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -215,7 +211,7 @@ fn a_killed_run_resumes_to_the_same_end() {
         "the run was killed before it finished"
     );
 
-    let again = run(&train_args(&LONGER, &killed, &[]));
+    let again = run(&longer(&killed, &[]));
     assert_eq!(
         again.status.code(),
         Some(2),
@@ -223,7 +219,7 @@ fn a_killed_run_resumes_to_the_same_end() {
         text(&again)
     );
 
-    let resumed = run(&train_args(&LONGER, &killed, &["--resume"]));
+    let resumed = run(&longer(&killed, &["--resume"]));
     assert!(resumed.status.success(), "{}", text(&resumed));
     assert!(text(&resumed).contains("resuming"), "{}", text(&resumed));
     assert_eq!(result(&killed)["steps"], 100);
