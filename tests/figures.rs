@@ -115,10 +115,43 @@ fn a_sweep_gives_figures_3_to_5_scores_and_curves() {
         .collect();
     assert!(leftovers.is_empty(), "half-written files: {leftovers:?}");
 
-    // A run whose weights are gone (restored from committed small files) is left out of the
-    // figures with a message; the figures that do not need it are still drawn.
-    let run = sweep.join("nope-ablate-1_2-seed2");
-    fs::remove_file(run.join("model.bpk")).unwrap();
+    // A run whose weights are gone (restored from committed small files): the figures that need
+    // it are skipped, never drawn from the next seed instead, and keep their PNG files and their
+    // rows in scores.csv; the figure that does not need it is redrawn.
+    let figure5 = fs::read(figures.join("figure5.png")).unwrap();
+    fs::remove_file(sweep.join("nope-ablate-1_2-seed1").join("model.bpk")).unwrap();
+    let output = symbreak()
+        .args(["figures", "--prompts", "300"])
+        .arg(&sweep)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    for figure in ["figure3", "figure5"] {
+        assert!(
+            text(&output).contains(&format!(
+                "skipped: {figure} is drawn from nope-ablate-1_2-seed1, whose model weights (model.bpk) are absent"
+            )),
+            "{}",
+            text(&output)
+        );
+    }
+    assert!(!text(&output).contains("figure5.png"), "{}", text(&output));
+    assert_eq!(fs::read(figures.join("figure5.png")).unwrap(), figure5);
+    let after = fs::read_to_string(figures.join("scores.csv")).unwrap();
+    let after: Vec<&str> = after.lines().skip(1).collect();
+    assert_eq!(after.len(), rows.len(), "{after:?}");
+    for (old, new) in rows.iter().zip(&after) {
+        if old.starts_with("figure4,") {
+            assert_eq!(
+                old.split(',').take(4).collect::<Vec<_>>(),
+                new.split(',').take(4).collect::<Vec<_>>()
+            );
+        } else {
+            assert_eq!(old, new, "a kept figure's row changed");
+        }
+    }
+
+    // Into a new folder, only figure 4 is drawn.
     let partial = dir.path().join("partial");
     let output = symbreak()
         .args(["figures", "--prompts", "100", "--out"])
@@ -127,14 +160,10 @@ fn a_sweep_gives_figures_3_to_5_scores_and_curves() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", text(&output));
-    assert!(
-        text(&output).contains("skipped: figure 3 needs")
-            && text(&output).contains("without model weights (model.bpk) were not considered: 1,"),
-        "{}",
-        text(&output)
-    );
-    assert!(!partial.join("figure3.png").exists());
-    assert!(partial.join("figure4.png").exists() && partial.join("figure5.png").exists());
+    assert!(partial.join("figure4.png").exists());
+    assert!(!partial.join("figure3.png").exists() && !partial.join("figure5.png").exists());
+    let partial_scores = fs::read_to_string(partial.join("scores.csv")).unwrap();
+    assert_eq!(partial_scores.lines().count(), 1 + 2, "{partial_scores}");
 
     // Named runs: layers 1 and 2 of one run.
     let out = dir.path().join("named");

@@ -67,14 +67,13 @@ pub fn figure_layers(n_layer: usize) -> Vec<usize> {
 /// The paper's figures, chosen from the finished runs of a sweep: causal NoPE models with
 /// residuals removed at {}, {1} and {1,2}, the lowest seed of each, and the second-lowest seed
 /// of {1,2} for figure 3's last panel. Returns the figures it can draw and, for each one it
-/// cannot, why. Runs whose model weights are absent are not considered.
+/// cannot, why.
+///
+/// The runs are chosen among all finished runs, with or without their model weights, so that a
+/// figure always comes from the same runs: a figure whose runs lack their weights (small files
+/// restored from `results/`, say) is skipped, never drawn from another seed instead.
 pub fn paper_figures(dir: &Path) -> Result<(Vec<FigureSpec>, Vec<String>), FigureError> {
-    // A finished run without its weights (its small files restored from results/, say) has a
-    // place in the tables but none in a figure.
-    let (runs, weightless): (Vec<FinishedRun>, Vec<FinishedRun>) = read_runs(dir)
-        .map_err(FigureError)?
-        .into_iter()
-        .partition(|run| RunPaths::new(&dir.join(&run.name)).model().exists());
+    let runs = read_runs(dir).map_err(FigureError)?;
     let nope_with = |removed: &[usize]| -> Vec<&FinishedRun> {
         let mut found: Vec<&FinishedRun> = runs
             .iter()
@@ -139,14 +138,29 @@ pub fn paper_figures(dir: &Path) -> Result<(Vec<FigureSpec>, Vec<String>), Figur
             )),
         }
     }
-    if !missing.is_empty() && !weightless.is_empty() {
+    let (drawable, weightless): (Vec<FigureSpec>, Vec<FigureSpec>) = figures
+        .into_iter()
+        .partition(|figure| runs_without_weights(figure).is_empty());
+    for figure in &weightless {
         missing.push(format!(
-            "finished runs without model weights (model.bpk) were not considered: {}, e.g. {}; to draw them, train them again (`symbreak sweep` retrains nothing that has result.json, so move the folder away first)",
-            weightless.len(),
-            weightless[0].name
+            "{} is drawn from {}, whose model weights (model.bpk) are absent; the figure already in the output folder, if any, is kept. To redraw it, train the run again (`symbreak sweep` retrains nothing that has result.json, so move its folder away first)",
+            figure.name,
+            runs_without_weights(figure).join(", ")
         ));
     }
-    Ok((figures, missing))
+    Ok((drawable, missing))
+}
+
+/// The names of a figure's runs whose model weights are absent, each once.
+fn runs_without_weights(figure: &FigureSpec) -> Vec<String> {
+    let mut names: Vec<String> = figure
+        .panels
+        .iter()
+        .filter(|panel| !RunPaths::new(&panel.run).model().exists())
+        .map(|panel| run_name(&panel.run))
+        .collect();
+    names.dedup();
+    names
 }
 
 /// For named runs: one figure per run with layers 1, 3 and 6.
@@ -305,13 +319,24 @@ pub fn draw_figures(
     Ok(scores)
 }
 
+/// Writes `scores.csv`: the rows of the figures just drawn, and the rows already in the file of
+/// figures not drawn this time (whose PNG files are kept), so that every figure in the folder
+/// keeps its scores.
 fn write_scores(path: &Path, scores: &[PanelScore]) -> Result<(), FigureError> {
-    let mut csv = String::from(
-        "figure,panel,run,layer,lines,features,constant_features,block_share,chance,blockiness\n",
-    );
+    const HEADER: &str =
+        "figure,panel,run,layer,lines,features,constant_features,block_share,chance,blockiness";
+    let drawn: Vec<&str> = scores.iter().map(|s| s.figure.as_str()).collect();
+    let mut rows: Vec<String> = match fs::read_to_string(path) {
+        Ok(old) if old.lines().next() == Some(HEADER) => old
+            .lines()
+            .skip(1)
+            .filter(|row| !drawn.contains(&row.split(',').next().unwrap_or_default()))
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    };
     for s in scores {
-        writeln!(
-            csv,
+        rows.push(format!(
             "{},{},{},{},{},{},{},{:.4},{:.4},{:.4}",
             s.figure,
             s.panel,
@@ -323,8 +348,16 @@ fn write_scores(path: &Path, scores: &[PanelScore]) -> Result<(), FigureError> {
             s.score.share,
             s.score.chance,
             s.score.blockiness
-        )
-        .unwrap();
+        ));
+    }
+    // By figure, then panel: the first two fields.
+    rows.sort_by(|a, b| {
+        let key = |row: &str| row.split(',').take(2).collect::<Vec<_>>().join(",");
+        key(a).cmp(&key(b))
+    });
+    let mut csv = format!("{HEADER}\n");
+    for row in rows {
+        writeln!(csv, "{row}").unwrap();
     }
     symbreak_train::run::write_atomic(path, csv.as_bytes())
         .map_err(|e| FigureError(format!("cannot write {}: {e}", path.display())))
