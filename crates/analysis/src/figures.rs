@@ -142,10 +142,16 @@ pub fn paper_figures(dir: &Path) -> Result<(Vec<FigureSpec>, Vec<String>), Figur
         .into_iter()
         .partition(|figure| runs_without_weights(figure).is_empty());
     for figure in &weightless {
+        let runs = runs_without_weights(figure);
+        let (them, folders) = if runs.len() == 1 {
+            ("that run", "its folder")
+        } else {
+            ("those runs", "their folders")
+        };
         missing.push(format!(
-            "{} is drawn from {}, whose model weights (model.bpk) are absent; the figure already in the output folder, if any, is kept. To redraw it, train the run again (`symbreak sweep` retrains nothing that has result.json, so move its folder away first)",
+            "{} is drawn from {}, whose model weights (model.bpk) are absent; the figure already in the output folder, if any, is kept. To redraw it, train {them} again (`symbreak sweep` retrains nothing that has result.json, so move {folders} away first)",
             figure.name,
-            runs_without_weights(figure).join(", ")
+            runs.join(", ")
         ));
     }
     Ok((drawable, missing))
