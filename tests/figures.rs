@@ -30,6 +30,13 @@ positional = ["none"]
 ablate = [[], [1], [1, 2]]
 "#;
 
+/// Runs the command, which must succeed; returns what it printed.
+fn succeeds(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    text(&output)
+}
+
 fn png_size(path: &Path) -> (u32, u32) {
     let image =
         image::open(path).unwrap_or_else(|e| panic!("{} is not a PNG: {e}", path.display()));
@@ -42,21 +49,9 @@ fn a_sweep_gives_figures_3_to_5_scores_and_curves() {
     let file = dir.path().join("sweep.toml");
     fs::write(&file, NOPE_SWEEP).unwrap();
     let sweep = dir.path().join("sweep");
-    let output = symbreak()
-        .arg("sweep")
-        .arg(&file)
-        .arg("--out")
-        .arg(&sweep)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output));
+    succeeds(symbreak().arg("sweep").arg(&file).arg("--out").arg(&sweep));
 
-    let output = symbreak()
-        .args(["figures", "--prompts", "300"])
-        .arg(&sweep)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output));
+    succeeds(symbreak().args(["figures", "--prompts", "300"]).arg(&sweep));
     let figures = sweep.join("figures");
 
     // Smoke models have 2 layers of width 64: figure 3 has 4 panels, figures 4 and 5 show
@@ -120,22 +115,16 @@ fn a_sweep_gives_figures_3_to_5_scores_and_curves() {
     // rows in scores.csv; the figure that does not need it is redrawn.
     let figure5 = fs::read(figures.join("figure5.png")).unwrap();
     fs::remove_file(sweep.join("nope-ablate-1_2-seed1").join("model.bpk")).unwrap();
-    let output = symbreak()
-        .args(["figures", "--prompts", "300"])
-        .arg(&sweep)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output));
+    let printed = succeeds(symbreak().args(["figures", "--prompts", "300"]).arg(&sweep));
     for figure in ["figure3", "figure5"] {
         assert!(
-            text(&output).contains(&format!(
+            printed.contains(&format!(
                 "skipped: {figure} is drawn from nope-ablate-1_2-seed1, whose model weights (model.bpk) are absent"
             )),
-            "{}",
-            text(&output)
+            "{printed}"
         );
     }
-    assert!(!text(&output).contains("figure5.png"), "{}", text(&output));
+    assert!(!printed.contains("figure5.png"), "{printed}");
     assert_eq!(fs::read(figures.join("figure5.png")).unwrap(), figure5);
     let after = fs::read_to_string(figures.join("scores.csv")).unwrap();
     let after: Vec<&str> = after.lines().skip(1).collect();
@@ -153,13 +142,12 @@ fn a_sweep_gives_figures_3_to_5_scores_and_curves() {
 
     // Into a new folder, only figure 4 is drawn.
     let partial = dir.path().join("partial");
-    let output = symbreak()
-        .args(["figures", "--prompts", "100", "--out"])
-        .arg(&partial)
-        .arg(&sweep)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output));
+    succeeds(
+        symbreak()
+            .args(["figures", "--prompts", "100", "--out"])
+            .arg(&partial)
+            .arg(&sweep),
+    );
     assert!(partial.join("figure4.png").exists());
     assert!(!partial.join("figure3.png").exists() && !partial.join("figure5.png").exists());
     let partial_scores = fs::read_to_string(partial.join("scores.csv")).unwrap();
@@ -167,14 +155,13 @@ fn a_sweep_gives_figures_3_to_5_scores_and_curves() {
 
     // Named runs: layers 1 and 2 of one run.
     let out = dir.path().join("named");
-    let output = symbreak()
-        .args(["figures", "--prompts", "100", "--out"])
-        .arg(&out)
-        .arg("--run")
-        .arg(sweep.join("nope-ablate-1-seed2"))
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output));
+    succeeds(
+        symbreak()
+            .args(["figures", "--prompts", "100", "--out"])
+            .arg(&out)
+            .arg("--run")
+            .arg(sweep.join("nope-ablate-1-seed2")),
+    );
     assert_eq!(
         png_size(&out.join("correlations-nope-ablate-1-seed2.png")),
         heatmap_figure(2)
