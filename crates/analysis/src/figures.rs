@@ -138,12 +138,14 @@ pub fn paper_figures(dir: &Path) -> Result<(Vec<FigureSpec>, Vec<String>), Figur
             )),
         }
     }
-    let (drawable, weightless): (Vec<FigureSpec>, Vec<FigureSpec>) = figures
-        .into_iter()
-        .partition(|figure| runs_without_weights(figure).is_empty());
-    for figure in &weightless {
-        let runs = runs_without_weights(figure);
-        let (them, folders) = if runs.len() == 1 {
+    let mut drawable = Vec::new();
+    for figure in figures {
+        let absent = runs_without_weights(&figure);
+        if absent.is_empty() {
+            drawable.push(figure);
+            continue;
+        }
+        let (them, folders) = if absent.len() == 1 {
             ("that run", "its folder")
         } else {
             ("those runs", "their folders")
@@ -151,7 +153,7 @@ pub fn paper_figures(dir: &Path) -> Result<(Vec<FigureSpec>, Vec<String>), Figur
         missing.push(format!(
             "{} is drawn from {}, whose model weights (model.bpk) are absent; the figure already in the output folder, if any, is kept. To redraw it, train {them} again (`symbreak sweep` retrains nothing that has result.json, so move {folders} away first)",
             figure.name,
-            runs.join(", ")
+            absent.join(", ")
         ));
     }
     Ok((drawable, missing))
@@ -336,7 +338,7 @@ fn write_scores(path: &Path, scores: &[PanelScore]) -> Result<(), FigureError> {
         Ok(old) if old.lines().next() == Some(HEADER) => old
             .lines()
             .skip(1)
-            .filter(|row| !drawn.contains(&row.split(',').next().unwrap_or_default()))
+            .filter(|row| !drawn.contains(&figure_of(row)))
             .map(str::to_owned)
             .collect(),
         _ => Vec::new(),
@@ -356,17 +358,19 @@ fn write_scores(path: &Path, scores: &[PanelScore]) -> Result<(), FigureError> {
             s.score.blockiness
         ));
     }
-    // By figure, then panel: the first two fields.
-    rows.sort_by(|a, b| {
-        let key = |row: &str| row.split(',').take(2).collect::<Vec<_>>().join(",");
-        key(a).cmp(&key(b))
-    });
+    // By figure; a stable sort keeps each figure's rows in panel order.
+    rows.sort_by(|a, b| figure_of(a).cmp(figure_of(b)));
     let mut csv = format!("{HEADER}\n");
     for row in rows {
         writeln!(csv, "{row}").unwrap();
     }
     symbreak_train::run::write_atomic(path, csv.as_bytes())
         .map_err(|e| FigureError(format!("cannot write {}: {e}", path.display())))
+}
+
+/// The figure a `scores.csv` row belongs to: its first field.
+fn figure_of(row: &str) -> &str {
+    row.split(',').next().unwrap_or_default()
 }
 
 /// Each finished run's curves into its own folder (`curves.png`), and for the sweep one figure
