@@ -3,25 +3,16 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn symbreak() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_symbreak"))
-}
+mod common;
+use common::{symbreak, text};
 
 fn run(args: &[&str]) -> Output {
     symbreak().args(args).output().expect("symbreak runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 fn result(dir: &Path) -> Value {

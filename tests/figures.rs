@@ -3,19 +3,9 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn symbreak() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_symbreak"))
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+mod common;
+use common::{succeeds, symbreak, text};
 
 /// Smoke-sized NoPE runs, 30 steps: residuals removed at {}, {1} and {1,2}, two seeds.
 const NOPE_SWEEP: &str = r#"
@@ -31,12 +21,6 @@ ablate = [[], [1], [1, 2]]
 "#;
 
 /// Runs the command, which must succeed; returns what it printed.
-fn succeeds(command: &mut Command) -> String {
-    let output = command.output().unwrap();
-    assert!(output.status.success(), "{}", text(&output));
-    text(&output)
-}
-
 fn png_size(path: &Path) -> (u32, u32) {
     let image =
         image::open(path).unwrap_or_else(|e| panic!("{} is not a PNG: {e}", path.display()));

@@ -7,17 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-fn symbreak() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_symbreak"))
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+mod common;
+use common::{succeeds, symbreak, text};
 
 /// Smoke runs cut to 40 steps: two ablation sets x two seeds.
 const TINY: &str = r#"
@@ -60,8 +51,7 @@ fn sweep(file: &Path, out: &Path, extra: &[&str]) -> Output {
 }
 
 fn tables(out: &Path) -> String {
-    let output = symbreak().arg("tables").arg(out).output().unwrap();
-    assert!(output.status.success(), "{}", text(&output));
+    succeeds(symbreak().arg("tables").arg(out));
     fs::read_to_string(out.join("tables.csv")).unwrap()
 }
 
