@@ -104,29 +104,7 @@ pub enum Command {
         backend: BackendArg,
     },
     /// Time training steps and test-set evaluation on each backend; print them and write JSON.
-    Bench {
-        /// Backends to time, e.g. flex,ndarray (default: every compiled-in backend).
-        #[arg(long = "backend", value_delimiter = ',')]
-        backends: Vec<String>,
-        /// Cases to time: quick, width128, width384 (default: all three).
-        #[arg(long, value_delimiter = ',')]
-        cases: Vec<String>,
-        /// One tiny model, two steps and 200 prompts: checks that the benchmark works.
-        #[arg(long)]
-        tiny: bool,
-        /// Timed steps per case (after the warm-up steps).
-        #[arg(long, default_value_t = 5)]
-        steps: usize,
-        /// Untimed steps first.
-        #[arg(long, default_value_t = 2)]
-        warmup: usize,
-        /// Test prompts scored in the evaluation timing (the first case's model); 0 skips it.
-        #[arg(long, default_value_t = 10_000)]
-        eval_prompts: usize,
-        /// Where to write the JSON report.
-        #[arg(long, default_value = "bench.json")]
-        out: PathBuf,
-    },
+    Bench(BenchArgs),
     /// Print the resolved configuration and the model's parameter count.
     Model {
         #[command(flatten)]
@@ -135,6 +113,33 @@ pub enum Command {
 }
 
 /// `symbreak sweep --jobs`: a count, or chosen for the backend and the machine.
+/// `symbreak bench`'s options.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Backends to time, e.g. flex,ndarray (default: every compiled-in backend).
+    #[arg(long = "backend", value_delimiter = ',')]
+    pub backends: Vec<String>,
+    /// Cases to time: quick, width128, width384 (default: all three).
+    #[arg(long, value_delimiter = ',')]
+    pub cases: Vec<String>,
+    /// One tiny model, two steps and 200 prompts: checks that the benchmark works (the
+    /// options below and --cases are then ignored).
+    #[arg(long)]
+    pub tiny: bool,
+    /// Timed steps per case (after the warm-up steps).
+    #[arg(long, default_value_t = 5)]
+    pub steps: usize,
+    /// Untimed steps first.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Test prompts scored in the evaluation timing (the first case's model); 0 skips it.
+    #[arg(long, default_value_t = 10_000)]
+    pub eval_prompts: usize,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "bench.json")]
+    pub out: PathBuf,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jobs {
     Auto,

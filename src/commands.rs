@@ -11,7 +11,7 @@ use symbreak_train::run::{self, RunError};
 use symbreak_train::sweep;
 use symbreak_train::{Backend, Score};
 
-use crate::cli::{BackendArg, ConfigArgs, Jobs, parse_shard};
+use crate::cli::{BackendArg, BenchArgs, ConfigArgs, Jobs, parse_shard};
 
 /// `symbreak train`: one run, new or resumed.
 pub fn train(
@@ -313,27 +313,21 @@ pub fn predict(run_dir: &Path, question: &str, backend: &BackendArg) -> Result<(
     Ok(())
 }
 
-/// `symbreak bench`: the named (or all compiled-in) backends on the named (or all) cases; `tiny`
-/// replaces both the cases and `plan` with a quick check that the benchmark works.
-pub fn bench(
-    backends: &[String],
-    cases: &[String],
-    tiny: bool,
-    plan: bench::Plan,
-    out: &Path,
-) -> Result<(), RunError> {
-    let backends = if backends.is_empty() {
+/// `symbreak bench`: the named (or all compiled-in) backends on the named (or all) cases; `--tiny`
+/// replaces both the cases and the step counts with a quick check that the benchmark works.
+pub fn bench(args: &BenchArgs) -> Result<(), RunError> {
+    let backends = if args.backends.is_empty() {
         Backend::ALL
             .into_iter()
             .filter(|b| b.is_compiled())
             .collect()
     } else {
-        backends
+        args.backends
             .iter()
             .map(|name| Backend::parse(name).map_err(RunError::Usage))
             .collect::<Result<Vec<_>, _>>()?
     };
-    let (all_cases, plan) = if tiny {
+    let (all_cases, plan) = if args.tiny {
         let plan = bench::Plan {
             warmup_steps: 1,
             timed_steps: 2,
@@ -341,12 +335,17 @@ pub fn bench(
         };
         (bench::Case::tiny(), plan)
     } else {
+        let plan = bench::Plan {
+            warmup_steps: args.warmup,
+            timed_steps: args.steps.max(1),
+            eval_prompts: args.eval_prompts,
+        };
         (bench::Case::standard(), plan)
     };
-    let chosen: Vec<bench::Case> = if cases.is_empty() || tiny {
+    let chosen: Vec<bench::Case> = if args.cases.is_empty() || args.tiny {
         all_cases
     } else {
-        cases
+        args.cases
             .iter()
             .map(|name| {
                 all_cases
@@ -361,7 +360,7 @@ pub fn bench(
             })
             .collect::<Result<_, _>>()?
     };
-    run_bench(&chosen, &backends, plan, out)
+    run_bench(&chosen, &backends, plan, &args.out)
 }
 
 /// Times every case on every backend, printing each result as it comes, then writes the report.

@@ -9,7 +9,6 @@ mod memory;
 use std::process::ExitCode;
 
 use clap::Parser;
-use symbreak_train::bench;
 use symbreak_train::run::RunError;
 
 use cli::{Cli, Command};
@@ -75,22 +74,7 @@ fn execute(command: Command) -> Result<(), RunError> {
             question,
             backend,
         } => commands::predict(&run_dir, &question, &backend),
-        Command::Bench {
-            backends,
-            cases,
-            tiny,
-            steps,
-            warmup,
-            eval_prompts,
-            out,
-        } => {
-            let plan = bench::Plan {
-                warmup_steps: warmup,
-                timed_steps: steps.max(1),
-                eval_prompts,
-            };
-            commands::bench(&backends, &cases, tiny, plan, &out)
-        }
+        Command::Bench(args) => commands::bench(&args),
         Command::Model { config } => commands::model(&config),
     }
 }
