@@ -112,7 +112,6 @@ pub enum Command {
     },
 }
 
-/// `symbreak sweep --jobs`: a count, or chosen for the backend and the machine.
 /// `symbreak bench`'s options.
 #[derive(Args)]
 pub struct BenchArgs {
@@ -140,6 +139,7 @@ pub struct BenchArgs {
     pub out: PathBuf,
 }
 
+/// `symbreak sweep --jobs`: a count, or chosen for the backend and the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jobs {
     Auto,

@@ -20,7 +20,6 @@ positional = ["none"]
 ablate = [[], [1], [1, 2]]
 "#;
 
-/// Runs the command, which must succeed; returns what it printed.
 fn png_size(path: &Path) -> (u32, u32) {
     let image =
         image::open(path).unwrap_or_else(|e| panic!("{} is not a PNG: {e}", path.display()));
