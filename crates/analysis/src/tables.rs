@@ -1,7 +1,8 @@
 //! Tables 1 and 2 of the paper from a folder of finished runs: per positional encoding and set
 //! of layers without residuals, the mean (table 1) or the min and max (table 2) of the seeds'
-//! exact-match accuracy, beside the paper's numbers. Unfinished runs are not counted; a cell
-//! without a finished run says `missing`, never 0.
+//! exact-match accuracy, beside the paper's numbers; then the same cells seed by seed, and
+//! every finished run. Unfinished runs are not counted; a cell without a finished run says
+//! `missing`, never 0.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -256,6 +257,8 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
         }
     }
 
+    by_seed(&mut md, runs);
+
     let diverged: Vec<&FinishedRun> = runs.iter().filter(|r| r.result.diverged).collect();
     writeln!(md, "\n## Diverged runs\n").unwrap();
     if diverged.is_empty() {
@@ -295,6 +298,54 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
         }
     }
     (md, rows)
+}
+
+/// The cells of tables 1 and 2 seed by seed: one row per encoding and set of layers, one column
+/// per seed, so that what a mean or a min and max stand for (all seeds alike, or some that
+/// learned and some that did not) shows at a glance.
+fn by_seed(md: &mut String, runs: &[FinishedRun]) {
+    let mut seeds: Vec<u64> = runs.iter().map(|r| r.config.train.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    let mut accuracy: BTreeMap<(&str, Vec<usize>, u64), Vec<f64>> = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.config.model.mask == AttentionMask::Causal) {
+        let key = (
+            encoding_name(run.config.model.positional),
+            removed_residuals(&run.config.model),
+            run.config.train.seed,
+        );
+        accuracy.entry(key).or_default().push(run.result.exact_match);
+    }
+    writeln!(md, "\n## Tables 1 and 2 seed by seed\n").unwrap();
+    writeln!(md, "Exact match (%) of each run in the tables' cells (causal mask). `missing`: no finished run.\n").unwrap();
+    let names: Vec<String> = seeds.iter().map(|s| format!("seed {s}")).collect();
+    writeln!(md, "| encoding | layers without residuals | {} |", names.join(" | ")).unwrap();
+    writeln!(md, "|---|---|{}", "---|".repeat(seeds.len())).unwrap();
+    for positional in [PositionalEncoding::Learned, PositionalEncoding::None] {
+        for set in paper::TABLE1_SETS.iter().chain(&paper::TABLE2_SETS) {
+            let values: Vec<String> = seeds
+                .iter()
+                .map(|&seed| {
+                    match accuracy.get(&(encoding_name(positional), set.to_vec(), seed)) {
+                        Some(values) => values
+                            .iter()
+                            .map(|v| format!("{v:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(" / "),
+                        None => "missing".to_string(),
+                    }
+                })
+                .collect();
+            writeln!(
+                md,
+                "| {} | {} | {} |",
+                encoding_label(positional),
+                set_name(set),
+                values.join(" | ")
+            )
+            .unwrap();
+        }
+    }
 }
 
 /// Every finished run, one line each (baselines first, then by the layers removed and the seed),
@@ -513,6 +564,13 @@ mod tests {
                 "| NoPE | causal | {1,2} | 2 | 10.00% | 10 | 1 s | ndarray |",
             ]
         );
+        assert!(
+            md.contains("| encoding | layers without residuals | seed 1 | seed 2 |\n"),
+            "{md}"
+        );
+        assert!(md.contains("| learned PE | {} | 100.00 | 90.00 |\n"), "{md}");
+        assert!(md.contains("| learned PE | {1} | missing | missing |\n"), "{md}");
+        assert!(md.contains("| NoPE | {1,2} | 30.00 | 10.00 |\n"), "{md}");
         let missing = rows
             .iter()
             .find(|r| r.table == 1 && r.encoding == "nope" && r.layers == "{}")
