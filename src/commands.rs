@@ -328,12 +328,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), RunError> {
             .collect::<Result<Vec<_>, _>>()?
     };
     let (all_cases, plan) = if args.tiny {
-        let plan = bench::Plan {
-            warmup_steps: 1,
-            timed_steps: 2,
-            eval_prompts: 200,
-        };
-        (bench::Case::tiny(), plan)
+        (bench::Case::tiny(), bench::Plan::TINY)
     } else {
         let plan = bench::Plan {
             warmup_steps: args.warmup,

@@ -47,7 +47,8 @@ impl Case {
         ]
     }
 
-    /// A case small enough for a test: 2 layers of width 32, 8 rows of 16 tokens.
+    /// A case small enough for a test: 2 layers of width 32, 8 rows of 16 tokens (run it with
+    /// [`Plan::TINY`]).
     pub fn tiny() -> Vec<Case> {
         vec![Case::new(
             "tiny",
@@ -79,6 +80,16 @@ pub struct Plan {
     pub warmup_steps: usize,
     pub timed_steps: usize,
     pub eval_prompts: usize,
+}
+
+impl Plan {
+    /// With [`Case::tiny`]: enough to check that the benchmark runs and reports, not to time
+    /// anything.
+    pub const TINY: Plan = Plan {
+        warmup_steps: 1,
+        timed_steps: 2,
+        eval_prompts: 200,
+    };
 }
 
 /// The timing of one case's training step on one backend.
