@@ -55,23 +55,34 @@ pub fn read_runs(dir: &Path) -> Result<Vec<FinishedRun>, String> {
     Ok(runs)
 }
 
-/// The seeds of one configuration.
+/// The finished runs of one configuration, one per seed (or more, if a seed was run twice).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cell {
-    pub accuracies: Vec<f64>,
+    /// (seed, exact-match accuracy in %), in the order of the runs' names.
+    pub accuracies: Vec<(u64, f64)>,
     pub diverged: usize,
 }
 
 impl Cell {
+    fn values(&self) -> impl Iterator<Item = f64> + '_ {
+        self.accuracies.iter().map(|&(_, accuracy)| accuracy)
+    }
     pub fn mean(&self) -> Option<f64> {
         (!self.accuracies.is_empty())
-            .then(|| self.accuracies.iter().sum::<f64>() / self.accuracies.len() as f64)
+            .then(|| self.values().sum::<f64>() / self.accuracies.len() as f64)
     }
     pub fn min(&self) -> Option<f64> {
-        self.accuracies.iter().copied().reduce(f64::min)
+        self.values().reduce(f64::min)
     }
     pub fn max(&self) -> Option<f64> {
-        self.accuracies.iter().copied().reduce(f64::max)
+        self.values().reduce(f64::max)
+    }
+    /// The accuracies of one seed's runs.
+    pub fn of_seed(&self, seed: u64) -> impl Iterator<Item = f64> + '_ {
+        self.accuracies
+            .iter()
+            .filter(move |&&(s, _)| s == seed)
+            .map(|&(_, accuracy)| accuracy)
     }
 }
 
@@ -110,7 +121,8 @@ pub fn cells(runs: &[FinishedRun]) -> BTreeMap<Key, Cell> {
             ablate,
         );
         let cell = cells.entry(key).or_default();
-        cell.accuracies.push(run.result.exact_match);
+        cell.accuracies
+            .push((run.config.train.seed, run.result.exact_match));
         cell.diverged += usize::from(run.result.diverged);
     }
     cells
@@ -257,7 +269,7 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
         }
     }
 
-    by_seed(&mut md, runs);
+    by_seed(&mut md, runs, cells);
 
     let diverged: Vec<&FinishedRun> = runs.iter().filter(|r| r.result.diverged).collect();
     writeln!(md, "\n## Diverged runs\n").unwrap();
@@ -303,36 +315,40 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
 /// The cells of tables 1 and 2 seed by seed: one row per encoding and set of layers, one column
 /// per seed, so that what a mean or a min and max stand for (all seeds alike, or some that
 /// learned and some that did not) shows at a glance.
-fn by_seed(md: &mut String, runs: &[FinishedRun]) {
+fn by_seed(md: &mut String, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) {
     let mut seeds: Vec<u64> = runs.iter().map(|r| r.config.train.seed).collect();
     seeds.sort_unstable();
     seeds.dedup();
-    let mut accuracy: BTreeMap<(&str, Vec<usize>, u64), Vec<f64>> = BTreeMap::new();
-    for run in runs.iter().filter(|r| r.config.model.mask == AttentionMask::Causal) {
-        let key = (
-            encoding_name(run.config.model.positional),
-            removed_residuals(&run.config.model),
-            run.config.train.seed,
-        );
-        accuracy.entry(key).or_default().push(run.result.exact_match);
-    }
     writeln!(md, "\n## Tables 1 and 2 seed by seed\n").unwrap();
     writeln!(md, "Exact match (%) of each run in the tables' cells (causal mask). `missing`: no finished run.\n").unwrap();
     let names: Vec<String> = seeds.iter().map(|s| format!("seed {s}")).collect();
-    writeln!(md, "| encoding | layers without residuals | {} |", names.join(" | ")).unwrap();
+    writeln!(
+        md,
+        "| encoding | layers without residuals | {} |",
+        names.join(" | ")
+    )
+    .unwrap();
     writeln!(md, "|---|---|{}", "---|".repeat(seeds.len())).unwrap();
     for positional in [PositionalEncoding::Learned, PositionalEncoding::None] {
         for set in paper::TABLE1_SETS.iter().chain(&paper::TABLE2_SETS) {
+            let key = (
+                encoding_name(positional).to_string(),
+                mask_name(AttentionMask::Causal).to_string(),
+                set.to_vec(),
+            );
+            let cell = cells.get(&key);
             let values: Vec<String> = seeds
                 .iter()
                 .map(|&seed| {
-                    match accuracy.get(&(encoding_name(positional), set.to_vec(), seed)) {
-                        Some(values) => values
-                            .iter()
-                            .map(|v| format!("{v:.2}"))
-                            .collect::<Vec<_>>()
-                            .join(" / "),
-                        None => "missing".to_string(),
+                    let values: Vec<String> = cell
+                        .into_iter()
+                        .flat_map(|c| c.of_seed(seed))
+                        .map(|v| format!("{v:.2}"))
+                        .collect();
+                    if values.is_empty() {
+                        "missing".to_string()
+                    } else {
+                        values.join(" / ")
                     }
                 })
                 .collect();
@@ -568,8 +584,14 @@ mod tests {
             md.contains("| encoding | layers without residuals | seed 1 | seed 2 |\n"),
             "{md}"
         );
-        assert!(md.contains("| learned PE | {} | 100.00 | 90.00 |\n"), "{md}");
-        assert!(md.contains("| learned PE | {1} | missing | missing |\n"), "{md}");
+        assert!(
+            md.contains("| learned PE | {} | 100.00 | 90.00 |\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| learned PE | {1} | missing | missing |\n"),
+            "{md}"
+        );
         assert!(md.contains("| NoPE | {1,2} | 30.00 | 10.00 |\n"), "{md}");
         let missing = rows
             .iter()
