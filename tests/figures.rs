@@ -95,9 +95,16 @@ fn a_sweep_gives_figures_3_to_5_scores_and_curves() {
 
     // A run whose weights are gone (restored from committed small files): the figures that need
     // it are skipped, never drawn from the next seed instead, and keep their PNG files and their
-    // rows in scores.csv; the figure that does not need it is redrawn.
+    // rows in scores.csv; the figure that does not need it is redrawn. A skipped figure whose PNG
+    // was deleted by hand loses its rows.
     let figure5 = fs::read(figures.join("figure5.png")).unwrap();
     fs::remove_file(sweep.join("nope-ablate-1_2-seed1").join("model.bpk")).unwrap();
+    fs::remove_file(figures.join("figure3.png")).unwrap();
+    let rows: Vec<&str> = rows
+        .into_iter()
+        .filter(|row| !row.starts_with("figure3,"))
+        .collect();
+    assert!(rows.iter().any(|row| row.starts_with("figure5,")));
     let printed = succeeds(symbreak().args(["figures", "--prompts", "300"]).arg(&sweep));
     for figure in ["figure3", "figure5"] {
         assert!(

@@ -328,17 +328,20 @@ pub fn draw_figures(
 }
 
 /// Writes `scores.csv`: the rows of the figures just drawn, and the rows already in the file of
-/// figures not drawn this time (whose PNG files are kept), so that every figure in the folder
-/// keeps its scores.
+/// figures not drawn this time whose PNG files are still beside it, so that every figure in the
+/// folder keeps its scores and a figure deleted by hand loses them.
 fn write_scores(path: &Path, scores: &[PanelScore]) -> Result<(), FigureError> {
     const HEADER: &str =
         "figure,panel,run,layer,lines,features,constant_features,block_share,chance,blockiness";
     let drawn: Vec<&str> = scores.iter().map(|s| s.figure.as_str()).collect();
+    let kept = |figure: &str| {
+        !drawn.contains(&figure) && path.with_file_name(format!("{figure}.png")).exists()
+    };
     let mut rows: Vec<String> = match fs::read_to_string(path) {
         Ok(old) if old.lines().next() == Some(HEADER) => old
             .lines()
             .skip(1)
-            .filter(|row| !drawn.contains(&figure_of(row)))
+            .filter(|row| kept(figure_of(row)))
             .map(str::to_owned)
             .collect(),
         _ => Vec::new(),
