@@ -269,7 +269,7 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
         }
     }
 
-    by_seed(&mut md, runs, cells);
+    by_seed(&mut md, cells);
 
     let diverged: Vec<&FinishedRun> = runs.iter().filter(|r| r.result.diverged).collect();
     writeln!(md, "\n## Diverged runs\n").unwrap();
@@ -315,8 +315,11 @@ fn render(dir: &Path, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) -> (Str
 /// The cells of tables 1 and 2 seed by seed: one row per encoding and set of layers, one column
 /// per seed, so that what a mean or a min and max stand for (all seeds alike, or some that
 /// learned and some that did not) shows at a glance.
-fn by_seed(md: &mut String, runs: &[FinishedRun], cells: &BTreeMap<Key, Cell>) {
-    let mut seeds: Vec<u64> = runs.iter().map(|r| r.config.train.seed).collect();
+fn by_seed(md: &mut String, cells: &BTreeMap<Key, Cell>) {
+    let mut seeds: Vec<u64> = cells
+        .values()
+        .flat_map(|c| c.accuracies.iter().map(|&(seed, _)| seed))
+        .collect();
     seeds.sort_unstable();
     seeds.dedup();
     writeln!(md, "\n## Tables 1 and 2 seed by seed\n").unwrap();
