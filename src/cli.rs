@@ -184,7 +184,8 @@ pub struct ConfigArgs {
     /// Positional encoding: learned or none.
     #[arg(long)]
     positional: Option<String>,
-    /// Attention mask: causal or bidirectional.
+    /// Attention mask: causal (bidirectional is for the model's symmetry tests; training
+    /// refuses it, since every position would see the token it must predict).
     #[arg(long)]
     mask: Option<String>,
     /// Layers (from 1) whose residual connections are removed, e.g. 3,4 (or "none").

@@ -295,6 +295,10 @@ fn bad_sweep_files_stop_before_any_run() {
             "model.ablate",
         ),
         ("base = \"smoke\"\n[axes.model]\nablate = []\n", "empty"),
+        (
+            "base = \"smoke\"\n[axes.data]\ntrain_size = [6000, 8000]\n",
+            "data.train_size: cannot find",
+        ),
     ] {
         let file = sweep_file(tmp.path(), text_of_file);
         let output = sweep(&file, &out, &[]);

@@ -196,6 +196,16 @@ impl RunConfig {
         self.data
             .validate()
             .map_err(|e| ConfigError(e.to_string()))?;
+        if self.model.mask == AttentionMask::Bidirectional {
+            // Training is next-token prediction over whole windows: without the causal mask every
+            // position attends to the token it is asked to predict, so the model learns to copy.
+            return error(
+                "model.mask: a bidirectional model cannot be trained by next-token prediction \
+                 (every position would see the token it must predict); train with \
+                 `mask = \"causal\"`. The bidirectional mask is for the section-4 symmetry \
+                 checks of untrained models (crates/model/tests/symmetry.rs)",
+            );
+        }
         let t = &self.train;
         for (field, value) in [
             ("steps", t.steps),

@@ -157,6 +157,18 @@ pub fn train(
         ));
     }
     let device = backend.usable_device().map_err(RunError::Usage)?;
+    // The data before the folder: a training set that cannot be built is bad input, and the
+    // folder stays as it was.
+    let task = AdditionTask::generate(&config.data).map_err(|e| RunError::Usage(e.to_string()))?;
+    let train = &config.train;
+    let sampler = WindowSampler::with(
+        &task.train_lines(),
+        train.batching,
+        train.loss,
+        config.model.block_size,
+        train.seed,
+    )
+    .map_err(|e| RunError::Failed(e.to_string()))?;
     let started = Instant::now();
     println!(
         "run {} on {backend}: {} parameters",
@@ -169,16 +181,6 @@ pub fn train(
     write_atomic(&paths.config(), config.to_toml().as_bytes())
         .map_err(failed("cannot write config.toml"))?;
 
-    let task = AdditionTask::generate(&config.data).map_err(|e| RunError::Usage(e.to_string()))?;
-    let train = &config.train;
-    let sampler = WindowSampler::with(
-        &task.train_lines(),
-        train.batching,
-        train.loss,
-        config.model.block_size,
-        train.seed,
-    )
-    .map_err(|e| RunError::Failed(e.to_string()))?;
     let passes = train.steps.div_ceil(train.eval_every);
     let first_pass = if has_run {
         latest_checkpoint(&paths, config, passes, &device)

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use serde::Deserialize;
 
+use symbreak_data::{AdditionTask, TaskConfig};
+
 use crate::config::{ConfigError, Override, RunConfig};
 use crate::renderer::terminal_bar;
 use crate::run::{RunPaths, RunResult, write_atomic};
@@ -95,6 +97,16 @@ impl Sweep {
         }
         let base_dir = path.parent().unwrap_or(Path::new("."));
         let runs = expand(&base, base_dir, &axes)?;
+        // Each run builds its training set first; build every distinct one here too, so that a
+        // data setting that cannot be balanced stops the sweep before any run folder is written.
+        let mut data_checked: Vec<&TaskConfig> = Vec::new();
+        for run in &runs {
+            if !data_checked.contains(&&run.config.data) {
+                AdditionTask::generate(&run.config.data)
+                    .map_err(|e| ConfigError(format!("run {}: {e}", run.name)))?;
+                data_checked.push(&run.config.data);
+            }
+        }
         Ok(Self { base, axes, runs })
     }
 
