@@ -320,17 +320,49 @@ mod tests {
         let s =
             WindowSampler::with(&lines(), Batching::Windows, LossTargets::Answer, 32, 1).unwrap();
         assert!(s.masks_targets());
-        let batch = s.batch(0, 16);
-        let counted: Vec<i64> = batch
-            .targets
-            .iter()
-            .copied()
-            .filter(|&t| t != IGNORED)
-            .collect();
-        assert!(!counted.is_empty());
-        let equals = Tokenizer::id('=').unwrap() as i64;
-        let plus = Tokenizer::id('+').unwrap() as i64;
-        assert!(counted.iter().all(|&t| t != equals && t != plus));
+        let all =
+            WindowSampler::with(&lines(), Batching::Windows, LossTargets::All, 32, 1).unwrap();
+        let (masked, unmasked) = (s.batch(0, 16), all.batch(0, 16));
+        assert_eq!(
+            masked.inputs, unmasked.inputs,
+            "the same windows either way"
+        );
+        let id = |c: char| Tokenizer::id(c).unwrap() as i64;
+        let (mut checked, mut counted) = (0, 0);
+        for row in 0..16 {
+            let x = &masked.inputs[row * 32..(row + 1) * 32];
+            let y = &masked.targets[row * 32..(row + 1) * 32];
+            let y_all = &unmasked.targets[row * 32..(row + 1) * 32];
+            // The row's 33 tokens; whether a token is in an answer is known from the first newline on.
+            let stream: Vec<i64> = x.iter().copied().chain([y_all[31]]).collect();
+            let first_newline = stream.iter().position(|&t| t == id('\n')).unwrap();
+            let mut in_answer = false;
+            for (i, &token) in stream.iter().enumerate().skip(first_newline + 1) {
+                // An answer: the digits after `=` and the closing `$`.
+                let answer_token = in_answer;
+                if token == id('=') {
+                    in_answer = true;
+                } else if token == id('$') && in_answer {
+                    in_answer = false;
+                } else if token == id('\n') {
+                    assert!(!in_answer);
+                }
+                let expected = if answer_token { y_all[i - 1] } else { IGNORED };
+                assert_eq!(
+                    y[i - 1],
+                    expected,
+                    "row {row}, target {} of {:?}",
+                    i - 1,
+                    text(&stream)
+                );
+                checked += 1;
+                counted += usize::from(answer_token);
+            }
+        }
+        assert!(
+            checked > 300 && counted > 100,
+            "{checked} targets checked, {counted} counted"
+        );
     }
 
     #[test]

@@ -101,6 +101,10 @@ fn max_difference(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn every_backend_gives_the_same_logits_and_gradients() {
     let backends = runnable();
+    if backends.len() < 2 {
+        skip("backend agreement: fewer than two backends can run here, nothing to compare");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let weights = dir.path().join("weights.bpk");
     let first_device = &backends[0].1;
