@@ -71,14 +71,25 @@ pub fn sweep(
 ) -> Result<(), RunError> {
     let (index, count) = shard.map(parse_shard).transpose()?.unwrap_or((1, 1));
     let backend_arg = backend;
-    let backend = backend_arg.resolve()?;
-    backend.device().map_err(RunError::Usage)?;
     let mut plan = sweep::Sweep::load(file, preset).map_err(|e| RunError::Usage(e.0))?;
     // Each new run's config.toml records its backend: --backend, else the sweep file's, else
     // the build's default. Started runs resume on the backend their config.toml names.
+    let mut backends: Vec<Backend> = Vec::new();
     for run in &mut plan.runs {
-        run.config.train.backend = Some(backend_arg.resolve_over(run.config.train.backend)?);
+        let backend = backend_arg.resolve_over(run.config.train.backend)?;
+        run.config.train.backend = Some(backend);
+        if !backends.contains(&backend) {
+            backend.device().map_err(RunError::Usage)?;
+            backends.push(backend);
+        }
     }
+    // The job count follows the runs' backends: one at a time if any of them is on the GPU.
+    let backend = if backends.contains(&Backend::Wgpu) {
+        Backend::Wgpu
+    } else {
+        backends[0]
+    };
+    let backend_names: Vec<String> = backends.iter().map(Backend::to_string).collect();
     let out = out.unwrap_or_else(|| {
         let stem = file.file_stem().unwrap_or_default().to_string_lossy();
         PathBuf::from("sweeps").join(format!("{stem}-{}", plan.base.trim_end_matches(".toml")))
@@ -116,9 +127,10 @@ pub fn sweep(
     let jobs = jobs.resolve(backend, runs.len() - done, threads);
     let threads_per_run = (threads / jobs).max(1);
     println!(
-        "sweep {} on {} ({backend}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} each; folder {}",
+        "sweep {} on {} ({}): {} runs{}, {done} finished, {unfinished} to resume, {} to start; {jobs} at a time with {} each; folder {}",
         file.display(),
         plan.base,
+        backend_names.join(", "),
         runs.len(),
         if count > 1 {
             format!(" in shard {index}/{count} (of {})", plan.runs.len())

@@ -263,6 +263,13 @@ fn by_default_a_cpu_sweep_runs_one_run_per_thread() {
     // Never more at a time than runs to do (TINY has 4); the threads go to the runs.
     let eight = auto_plan(&file, &out, "8");
     assert!(eight.contains("4 at a time with 2 threads each"), "{eight}");
+    // The runs' own backends are the ones named (and checked), not only the build's default.
+    let mixed = sweep_file(
+        tmp.path(),
+        "base = \"smoke\"\n[axes.train]\nbackend = [\"ndarray\", \"flex\"]\n",
+    );
+    let plan = auto_plan(&mixed, &out, "2");
+    assert!(plan.contains("on smoke (ndarray, flex): 2 runs"), "{plan}");
 }
 
 #[test]
