@@ -367,6 +367,18 @@ fn bad_input_is_one_clear_error_and_writes_nothing() {
         ],
         "cannot find",
     );
+    assert_usage_error(
+        &[
+            "train",
+            "--preset",
+            "smoke",
+            "--set",
+            "model.block_size=50000",
+            "--out",
+            out_arg,
+        ],
+        "model.block_size: 50000 is too long",
+    );
     assert!(!out.exists(), "nothing is written for bad input");
 
     assert_usage_error(&["eval", out_arg], "no run folder");
