@@ -82,7 +82,8 @@ fn permute(tokens: &[usize], p: &[usize]) -> Vec<usize> {
 }
 
 fn random_tokens(rng: &mut Lcg) -> Vec<usize> {
-    // Distinct neighbours make every permutation change the sequence.
+    // Tokens may repeat, so a permutation can leave the sequence as it was;
+    // `last_position_change` skips those.
     (0..SEQ).map(|_| rng.below(VOCAB)).collect()
 }
 
