@@ -327,36 +327,28 @@ mod tests {
             masked.inputs, unmasked.inputs,
             "the same windows either way"
         );
-        let id = |c: char| Tokenizer::id(c).unwrap() as i64;
+        let newline = Tokenizer::id('\n').unwrap() as i64;
         let (mut checked, mut counted) = (0, 0);
         for row in 0..16 {
             let x = &masked.inputs[row * 32..(row + 1) * 32];
             let y = &masked.targets[row * 32..(row + 1) * 32];
             let y_all = &unmasked.targets[row * 32..(row + 1) * 32];
-            // The row's 33 tokens; whether a token is in an answer is known from the first newline on.
+            // The row's 33 tokens. From the first newline on every line is whole, so
+            // `answer_tokens` (tested above) says which of them the loss must count.
             let stream: Vec<i64> = x.iter().copied().chain([y_all[31]]).collect();
-            let first_newline = stream.iter().position(|&t| t == id('\n')).unwrap();
-            let mut in_answer = false;
-            for (i, &token) in stream.iter().enumerate().skip(first_newline + 1) {
-                // An answer: the digits after `=` and the closing `$`.
-                let answer_token = in_answer;
-                if token == id('=') {
-                    in_answer = true;
-                } else if token == id('$') && in_answer {
-                    in_answer = false;
-                } else if token == id('\n') {
-                    assert!(!in_answer);
-                }
-                let expected = if answer_token { y_all[i - 1] } else { IGNORED };
+            let start = stream.iter().position(|&t| t == newline).unwrap() + 1;
+            for (k, &answer) in answer_tokens(&stream[start..]).iter().enumerate() {
+                // Target `i` is the token after input `i`: stream position `i + 1`.
+                let i = start + k - 1;
+                let expected = if answer { y_all[i] } else { IGNORED };
                 assert_eq!(
-                    y[i - 1],
+                    y[i],
                     expected,
-                    "row {row}, target {} of {:?}",
-                    i - 1,
+                    "row {row}, target {i} of {:?}",
                     text(&stream)
                 );
                 checked += 1;
-                counted += usize::from(answer_token);
+                counted += usize::from(answer);
             }
         }
         assert!(
