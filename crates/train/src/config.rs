@@ -254,9 +254,10 @@ impl RunConfig {
                 longest_line.len() + 1
             ));
         }
-        // A window must fit in the joined training text; every line has at least 8 tokens
-        // (`$0+0=0$` and its newline).
-        if self.model.block_size >= 8 * self.data.train_size {
+        // A window must fit in the joined training text, whose lines are at least as long as
+        // the shortest (`$0+0=0$` and its newline).
+        let shortest_line = self.data.line(symbreak_data::Pair { a: 0, b: 0 });
+        if self.model.block_size >= (shortest_line.len() + 1) * self.data.train_size {
             return error(format!(
                 "model.block_size: {} is too long for a training text of {} lines; use a shorter \
                  block or a larger data.train_size",
