@@ -74,17 +74,33 @@ impl SelfAttention {
     /// that autodiff differentiates it and dropout can act on the attention weights (Burn's
     /// fused attention has neither).
     fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
-        let [_, _, time, head_dim] = q.dims();
-        let mut scores = q
-            .matmul(k.swap_dims(2, 3))
-            .div_scalar((head_dim as f32).sqrt());
-        if self.causal {
-            // `tril_mask` is true strictly above the diagonal: the future keys to hide.
-            let future = Tensor::<2, Bool>::tril_mask([time, time], 0, &scores.device());
-            scores = scores.mask_fill(future.unsqueeze::<4>(), f32::NEG_INFINITY);
-        }
-        self.attn_dropout.forward(softmax(scores, 3)).matmul(v)
+        let divisor = (q.dims()[3] as f32).sqrt();
+        let weights = attention_weights(q.matmul(k.swap_dims(2, 3)), divisor, self.causal);
+        self.attn_dropout.forward(weights).matmul(v)
     }
+}
+
+/// `softmax(scores / divisor)` over the keys of `[batch, heads, queries, keys]` scores, each
+/// query's later keys hidden when `causal`: one fused operation on flex ([`crate::fused`]),
+/// composed of tensor operations elsewhere.
+pub fn attention_weights(scores: Tensor<4>, divisor: f32, causal: bool) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(weights) = crate::fused::attention_weights(&scores, divisor, causal) {
+        return weights;
+    }
+    attention_weights_composed(scores, divisor, causal)
+}
+
+/// The same attention weights from Burn's tensor operations.
+pub fn attention_weights_composed(scores: Tensor<4>, divisor: f32, causal: bool) -> Tensor<4> {
+    let mut scores = scores.div_scalar(divisor);
+    if causal {
+        // `tril_mask` is true strictly above the diagonal: the future keys to hide.
+        let time = scores.dims()[2];
+        let future = Tensor::<2, Bool>::tril_mask([time, time], 0, &scores.device());
+        scores = scores.mask_fill(future.unsqueeze::<4>(), f32::NEG_INFINITY);
+    }
+    softmax(scores, 3)
 }
 
 /// nanoGPT's scaled initialisation of the projections that write into the residual stream.

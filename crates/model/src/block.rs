@@ -50,9 +50,9 @@ impl Block {
 
     /// The forward pass, keeping every named activation.
     pub fn forward_cached(&self, resid_pre: Tensor<3>) -> LayerActivations {
-        let attn_out = self.attn.forward(self.ln_1.forward(resid_pre.clone()));
+        let attn_out = self.attn.forward(normalize(&self.ln_1, resid_pre.clone()));
         let resid_mid = self.join(resid_pre.clone(), attn_out.clone());
-        let mlp_out = self.mlp.forward(self.ln_2.forward(resid_mid.clone()));
+        let mlp_out = self.mlp.forward(normalize(&self.ln_2, resid_mid.clone()));
         let resid_post = self.join(resid_mid.clone(), mlp_out.clone());
         LayerActivations {
             resid_pre,
@@ -73,6 +73,20 @@ impl Block {
 }
 
 /// A Linear layer with nanoGPT's initialisation: weights normal(0, `std`), biases zero.
+/// `norm(x)`: one fused operation on flex ([`crate::fused`]), Burn's composed LayerNorm elsewhere.
+/// Every LayerNorm of the model goes through here.
+pub fn normalize(norm: &LayerNorm, x: Tensor<3>) -> Tensor<3> {
+    #[cfg(feature = "flex")]
+    if let Some(scaled) = crate::fused::layer_norm(&x, &norm.gamma.val(), LAYER_NORM_EPSILON as f32)
+    {
+        return match &norm.beta {
+            Some(beta) => scaled + beta.val().unsqueeze::<3>(),
+            None => scaled,
+        };
+    }
+    norm.forward(x)
+}
+
 pub fn linear(d_in: usize, d_out: usize, std: f64, bias: bool, device: &Device) -> Linear {
     let mut layer = LinearConfig::new(d_in, d_out)
         .with_bias(false)
@@ -84,9 +98,12 @@ pub fn linear(d_in: usize, d_out: usize, std: f64, bias: bool, device: &Device) 
     layer
 }
 
+/// The epsilon under the square root of every LayerNorm, PyTorch's and nanoGPT's default.
+const LAYER_NORM_EPSILON: f64 = 1e-5;
+
 pub fn layer_norm(config: &DecoderConfig, device: &Device) -> LayerNorm {
     LayerNormConfig::new(config.n_embd)
-        .with_epsilon(1e-5)
+        .with_epsilon(LAYER_NORM_EPSILON)
         .with_bias(config.bias)
         .init(device)
 }

@@ -5,7 +5,7 @@ use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, 
 use burn::tensor::module::linear;
 use burn::tensor::{Device, Int, Tensor};
 
-use crate::block::{Block, LayerActivations, layer_norm};
+use crate::block::{Block, LayerActivations, layer_norm, normalize};
 use crate::config::{AttentionMask, ConfigError, DecoderConfig, PositionalEncoding};
 
 #[derive(Module, Debug)]
@@ -127,7 +127,7 @@ impl Decoder {
     /// Final LayerNorm, then the transposed token embedding as the output projection.
     fn head(&self, x: Tensor<3>) -> Tensor<3> {
         linear(
-            self.ln_f.forward(x),
+            normalize(&self.ln_f, x),
             self.wte.weight.val().transpose(),
             None,
         )

@@ -5,11 +5,14 @@
 //! - [`config`]: [`DecoderConfig`], everything that defines a model, validated.
 //! - [`attention`], [`mlp`], [`block`]: the parts of one layer.
 //! - [`decoder`]: the whole model, its forward pass with an activation cache, and greedy decoding.
+//! - `fused` (feature `flex`): GELU in one pass each way on the flex backend.
 
 pub mod attention;
 pub mod block;
 pub mod config;
 pub mod decoder;
+#[cfg(feature = "flex")]
+pub mod fused;
 pub mod mlp;
 
 pub use block::LayerActivations;

@@ -32,13 +32,27 @@ impl Mlp {
     }
 }
 
-/// GELU with the tanh approximation, `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, computed
-/// as the equal `x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`: on the CPU backends this avoids
-/// per-element `tanh` and `powf` calls, which took a quarter of a training step.
+/// `2 sqrt(2 / pi)`: GELU's `tanh(a)` is `2 sigmoid(2a) - 1`.
+pub const TWO_SQRT_2_OVER_PI: f32 = 1.595_769;
+/// The coefficient of GELU's cubic term.
+pub const CUBIC: f32 = 0.044_715;
+
+/// GELU with the tanh approximation, `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`: fused
+/// into one pass each way on flex ([`crate::fused`]), composed of tensor operations elsewhere.
 pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    const TWO_SQRT_2_OVER_PI: f32 = 1.595_769;
+    #[cfg(feature = "flex")]
+    if let Some(y) = crate::fused::gelu_tanh(&x) {
+        return y;
+    }
+    gelu_tanh_composed(x)
+}
+
+/// The same GELU from Burn's tensor operations, computed as the equal
+/// `x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`: on the CPU backends this avoids per-element
+/// `tanh` and `powf` calls, which took a quarter of a training step.
+pub fn gelu_tanh_composed<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     let cube = x.clone() * x.clone() * x.clone();
-    let inner = (x.clone() + cube.mul_scalar(0.044715)).mul_scalar(TWO_SQRT_2_OVER_PI);
+    let inner = (x.clone() + cube.mul_scalar(CUBIC)).mul_scalar(TWO_SQRT_2_OVER_PI);
     x * sigmoid(inner)
 }
 
