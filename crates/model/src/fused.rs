@@ -6,8 +6,9 @@
 //! six forward; each is a pass over a whole activation with a fresh
 //! buffer and its own autodiff record. On flex, the default backend, this module computes each
 //! function with one loop forward (keeping what the backward pass needs) and one loop backward,
-//! recorded as a single autodiff operation. Other backends get their tensors back and compose
-//! the functions.
+//! recorded as a single autodiff operation. Without autodiff (evaluation) only the GELU is
+//! replaced; flex's own LayerNorm and attention kernels serve there. Other backends get `None`
+//! and compose the functions.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
@@ -31,7 +32,7 @@ pub fn gelu_tanh<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
         return Some(Tensor::from_primitive::<Autodiff<Flex>>(y));
     }
     let plain = x.clone().try_into_primitive::<Flex>().ok()?;
-    Some(Tensor::from_primitive::<Flex>(gelu_forward(&plain).0))
+    Some(Tensor::from_primitive::<Flex>(gelu_inference(&plain)))
 }
 
 #[derive(Debug)]
@@ -61,18 +62,30 @@ fn gelu_autodiff(x: FloatTensor<Autodiff<Flex>>) -> FloatTensor<Autodiff<Flex>> 
     }
 }
 
-/// `y = x s` with `s = sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`, in the order of operations of
-/// the composed form (so the outputs agree bit for bit); returns `y`, `x` made contiguous and `s`.
+/// GELU's sigmoid factor `s = sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))` (`gelu(x) = x s`), in
+/// the order of operations of the composed form, so that the outputs agree bit for bit.
+fn gelu_factor(v: f32) -> f32 {
+    sigmoid((v + v * v * v * CUBIC) * TWO_SQRT_2_OVER_PI)
+}
+
+/// GELU without autodiff: the output only.
+fn gelu_inference(x: &FlexTensor) -> FlexTensor {
+    let x = x.to_contiguous();
+    let values = x.as_slice::<f32>().expect("a contiguous f32 tensor");
+    let y: Vec<f32> = values.iter().map(|&v| v * gelu_factor(v)).collect();
+    FlexTensor::from_data(TensorData::new(y, x.layout().shape().clone()))
+}
+
+/// GELU for training: returns the output, `x` made contiguous and the factor `s`.
 fn gelu_forward(x: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTensor) {
     let x = x.to_contiguous();
     let values = x.as_slice::<f32>().expect("a contiguous f32 tensor");
     let mut y = Vec::with_capacity(values.len());
     let mut s = Vec::with_capacity(values.len());
     for &v in values {
-        let inner = (v + v * v * v * CUBIC) * TWO_SQRT_2_OVER_PI;
-        let sig = sigmoid(inner);
-        s.push(sig);
-        y.push(v * sig);
+        let factor = gelu_factor(v);
+        s.push(factor);
+        y.push(v * factor);
     }
     let shape = x.layout().shape().clone();
     (
@@ -100,7 +113,8 @@ fn gelu_backward(x: &FlexTensor, s: &FlexTensor, grad: &FlexTensor) -> FlexTenso
 }
 
 /// `layer_norm(x) * gamma` over the last dimension when `x` and `gamma` are f32 tensors on
-/// flex (training or inference); `None` otherwise.
+/// flex with autodiff; `None` otherwise. (Without autodiff, Burn's LayerNorm on flex already runs
+/// flex's own vectorised kernel, which is faster than this one.)
 pub fn layer_norm<const D: usize>(
     x: &Tensor<D>,
     gamma: &Tensor<1>,
@@ -117,11 +131,7 @@ pub fn layer_norm<const D: usize>(
         let y = layer_norm_autodiff(x, gamma, epsilon);
         return Some(Tensor::from_primitive::<Autodiff<Flex>>(y));
     }
-    let x = x.clone().try_into_primitive::<Flex>().ok()?;
-    let gamma = gamma.clone().try_into_primitive::<Flex>().ok()?;
-    Some(Tensor::from_primitive::<Flex>(
-        layer_norm_forward(&x, &gamma, epsilon).0,
-    ))
+    None
 }
 
 #[derive(Debug)]
@@ -241,8 +251,8 @@ fn layer_norm_gamma_grad(normalized: &FlexTensor, grad: &FlexTensor) -> FlexTens
 }
 
 /// `softmax(scores / divisor)` over the last dimension of `[batch, heads, queries, keys]`
-/// attention scores on flex, with the keys after each query hidden when `causal`; `None` on
-/// other backends.
+/// attention scores on flex with autodiff, with the keys after each query hidden when `causal`;
+/// `None` otherwise. (Without autodiff the model calls Burn's fused attention instead.)
 pub fn attention_weights(scores: &Tensor<4>, divisor: f32, causal: bool) -> Option<Tensor<4>> {
     if scores.dtype() != DType::F32 {
         return None;
@@ -251,9 +261,7 @@ pub fn attention_weights(scores: &Tensor<4>, divisor: f32, causal: bool) -> Opti
         let weights = attention_weights_autodiff(tracked, divisor, causal);
         return Some(Tensor::from_primitive::<Autodiff<Flex>>(weights));
     }
-    let plain = scores.clone().try_into_primitive::<Flex>().ok()?;
-    let weights = attention_weights_forward(&plain, divisor, causal);
-    Some(Tensor::from_primitive::<Flex>(weights))
+    None
 }
 
 #[derive(Debug)]
@@ -409,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn other_backends_get_their_tensor_back() {
+    fn other_backends_and_plain_flex_get_none() {
         #[allow(deprecated)]
         let device = Device::ndarray();
         assert!(gelu_tanh(&inputs(&device)).is_none());
@@ -417,6 +425,10 @@ mod tests {
         let (x, gamma) = layer_norm_inputs(&device);
         assert!(layer_norm(&x, &gamma, 1e-5).is_none());
         assert!(attention_weights(&scores(&device), 2.0, true).is_none());
+        // Plain flex: Burn's own fused LayerNorm and attention are used there.
+        let (x, gamma) = layer_norm_inputs(&Device::flex());
+        assert!(layer_norm(&x, &gamma, 1e-5).is_none());
+        assert!(attention_weights(&scores(&Device::flex()), 2.0, true).is_none());
     }
 
     /// A `[3, 5, 64]` input whose rows have different means and spreads, and a `gamma` far from 1.
@@ -444,13 +456,12 @@ mod tests {
     #[test]
     fn fused_layer_norm_equals_burns() {
         use burn::nn::LayerNormConfig;
-        for device in [Device::flex(), Device::flex().autodiff()] {
-            let (x, gamma) = layer_norm_inputs(&device);
-            let mut norm = LayerNormConfig::new(64).with_bias(false).init(&device);
-            norm.gamma = burn::module::Param::from_tensor(gamma.clone());
-            let fused = layer_norm(&x, &gamma, 1e-5).expect("flex takes the fused path");
-            close(&values(fused), &values(norm.forward(x)), 1e-5, "output");
-        }
+        let device = Device::flex().autodiff();
+        let (x, gamma) = layer_norm_inputs(&device);
+        let mut norm = LayerNormConfig::new(64).with_bias(false).init(&device);
+        norm.gamma = burn::module::Param::from_tensor(gamma.clone());
+        let fused = layer_norm(&x, &gamma, 1e-5).expect("flex takes the fused path");
+        close(&values(fused), &values(norm.forward(x)), 1e-5, "output");
     }
 
     #[test]
@@ -487,12 +498,11 @@ mod tests {
 
     #[test]
     fn fused_attention_weights_equal_the_composed_ones() {
+        let device = Device::flex().autodiff();
         for causal in [true, false] {
-            for device in [Device::flex(), Device::flex().autodiff()] {
-                let fused = attention_weights(&scores(&device), 2.0, causal).unwrap();
-                let composed = attention_weights_composed(scores(&device), 2.0, causal);
-                close(&values(fused), &values(composed), 1e-6, "weights");
-            }
+            let fused = attention_weights(&scores(&device), 2.0, causal).unwrap();
+            let composed = attention_weights_composed(scores(&device), 2.0, causal);
+            close(&values(fused), &values(composed), 1e-6, "weights");
         }
     }
 
