@@ -92,6 +92,16 @@ fn the_smoke_preset_learns_addition_and_eval_reproduces_it() {
         result["backend"],
         symbreak_train::Backend::default_compiled().name()
     );
+    // The commit this test binary's symbreak was built from, as `git` reports it here.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map_or("unknown".into(), |out| {
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        });
+    assert_eq!(result["symbreak_commit"], head.as_str());
 
     let rows = fs::read_to_string(dir.join("metrics.csv")).unwrap();
     assert_eq!(

@@ -533,6 +533,7 @@ mod tests {
                 backend: symbreak_train::Backend::Ndarray,
                 seed: 1,
                 symbreak_version: "test".into(),
+                symbreak_commit: None,
             },
         }
     }

@@ -76,6 +76,10 @@ pub struct RunResult {
     pub backend: Backend,
     pub seed: u64,
     pub symbreak_version: String,
+    /// The git commit the binary was built from (build.rs); absent in results written before
+    /// it was recorded.
+    #[serde(default)]
+    pub symbreak_commit: Option<String>,
 }
 
 /// The files of one run folder.
@@ -272,6 +276,7 @@ pub fn train(
         backend,
         seed: train.seed,
         symbreak_version: env!("CARGO_PKG_VERSION").to_string(),
+        symbreak_commit: Some(env!("SYMBREAK_COMMIT").to_string()),
     };
     let json = serde_json::to_string_pretty(&result).expect("a result serializes");
     write_atomic(&paths.result(), json.as_bytes()).map_err(failed("cannot write result.json"))?;
