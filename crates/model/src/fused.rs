@@ -80,13 +80,8 @@ fn gelu_inference(x: &FlexTensor) -> FlexTensor {
 fn gelu_forward(x: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTensor) {
     let x = x.to_contiguous();
     let values = x.as_slice::<f32>().expect("a contiguous f32 tensor");
-    let mut y = Vec::with_capacity(values.len());
-    let mut s = Vec::with_capacity(values.len());
-    for &v in values {
-        let factor = gelu_factor(v);
-        s.push(factor);
-        y.push(v * factor);
-    }
+    let s: Vec<f32> = values.iter().map(|&v| gelu_factor(v)).collect();
+    let y: Vec<f32> = values.iter().zip(&s).map(|(&v, &s)| v * s).collect();
     let shape = x.layout().shape().clone();
     (
         FlexTensor::from_data(TensorData::new(y, shape.clone())),
@@ -355,14 +350,13 @@ fn lane_sum(len: usize, f: impl Fn(usize) -> f32) -> f32 {
     lanes.iter().sum::<f32>() + (whole..len).map(f).sum::<f32>()
 }
 
-/// The logistic function, in flex's own numerically stable form.
+/// The logistic function with the same rounding as flex's: `1 / (1 + e)` for `v >= 0` and
+/// `e / (1 + e)` below, with `e = exp(-|v|)`. Written without a branch, since the signs of GELU's
+/// inputs are random and a mispredicted branch per element cost more than the arithmetic.
 fn sigmoid(v: f32) -> f32 {
-    if v >= 0.0 {
-        1.0 / (1.0 + (-v).exp())
-    } else {
-        let e = v.exp();
-        e / (1.0 + e)
-    }
+    let e = (-v.abs()).exp();
+    let numerator = if v >= 0.0 { 1.0 } else { e };
+    numerator / (1.0 + e)
 }
 
 #[cfg(test)]
