@@ -18,8 +18,20 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{DType, Tensor, TensorData};
+use rayon::prelude::*;
 
 use crate::mlp::{CUBIC, TWO_SQRT_2_OVER_PI};
+
+/// The fewest elements one rayon task takes: the loops below use as many threads as Burn's own
+/// operations would (RAYON_NUM_THREADS), but not for tensors so small that splitting costs more.
+/// Each element or row is computed the same way whatever the split, so results do not depend on
+/// the thread count.
+const ELEMENTS_PER_TASK: usize = 1 << 14;
+
+/// The fewest rows of `width` elements one rayon task takes.
+fn rows_per_task(width: usize) -> usize {
+    (ELEMENTS_PER_TASK / width.max(1)).max(1)
+}
 
 /// `gelu_tanh(x)` when `x` is an f32 tensor on flex (training or inference); `None` otherwise,
 /// for the caller to compose.
@@ -72,7 +84,11 @@ fn gelu_factor(v: f32) -> f32 {
 fn gelu_inference(x: &FlexTensor) -> FlexTensor {
     let x = x.to_contiguous();
     let values = x.as_slice::<f32>().expect("a contiguous f32 tensor");
-    let y: Vec<f32> = values.iter().map(|&v| v * gelu_factor(v)).collect();
+    let y: Vec<f32> = values
+        .par_iter()
+        .with_min_len(ELEMENTS_PER_TASK)
+        .map(|&v| v * gelu_factor(v))
+        .collect();
     FlexTensor::from_data(TensorData::new(y, x.layout().shape().clone()))
 }
 
@@ -80,8 +96,17 @@ fn gelu_inference(x: &FlexTensor) -> FlexTensor {
 fn gelu_forward(x: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTensor) {
     let x = x.to_contiguous();
     let values = x.as_slice::<f32>().expect("a contiguous f32 tensor");
-    let s: Vec<f32> = values.iter().map(|&v| gelu_factor(v)).collect();
-    let y: Vec<f32> = values.iter().zip(&s).map(|(&v, &s)| v * s).collect();
+    let s: Vec<f32> = values
+        .par_iter()
+        .with_min_len(ELEMENTS_PER_TASK)
+        .map(|&v| gelu_factor(v))
+        .collect();
+    let y: Vec<f32> = values
+        .par_iter()
+        .zip(&s)
+        .with_min_len(ELEMENTS_PER_TASK)
+        .map(|(&v, &s)| v * s)
+        .collect();
     let shape = x.layout().shape().clone();
     (
         FlexTensor::from_data(TensorData::new(y, shape.clone())),
@@ -96,9 +121,10 @@ fn gelu_backward(x: &FlexTensor, s: &FlexTensor, grad: &FlexTensor) -> FlexTenso
     let (x, s) = (x.as_slice::<f32>().unwrap(), s.as_slice::<f32>().unwrap());
     let g = grad.as_slice::<f32>().expect("a contiguous f32 gradient");
     let out: Vec<f32> = x
-        .iter()
+        .par_iter()
         .zip(s)
         .zip(g)
+        .with_min_len(ELEMENTS_PER_TASK)
         .map(|((&x, &s), &g)| {
             let slope = TWO_SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * x * x);
             g * (s + x * s * (1.0 - s) * slope)
@@ -184,18 +210,23 @@ fn layer_norm_forward(
     );
     let width = gamma.len();
     let rows = values.len() / width;
-    let mut y = Vec::with_capacity(values.len());
-    let mut normalized = Vec::with_capacity(values.len());
-    let mut denominators = Vec::with_capacity(rows);
-    for row in values.chunks_exact(width) {
-        let mean = lane_sum(width, |i| row[i]) / width as f32;
-        let variance = lane_sum(width, |i| (row[i] - mean) * (row[i] - mean)) / width as f32;
-        let denominator = (variance + epsilon).sqrt();
-        denominators.push(denominator);
-        let start = normalized.len();
-        normalized.extend(row.iter().map(|v| (v - mean) / denominator));
-        y.extend(normalized[start..].iter().zip(gamma).map(|(n, g)| n * g));
-    }
+    let mut y = vec![0.0f32; values.len()];
+    let mut normalized = vec![0.0f32; values.len()];
+    let mut denominators = vec![0.0f32; rows];
+    y.par_chunks_mut(width)
+        .zip(normalized.par_chunks_mut(width))
+        .zip(values.par_chunks(width))
+        .zip(&mut denominators)
+        .with_min_len(rows_per_task(width))
+        .for_each(|(((y, normalized), row), denominator)| {
+            let mean = lane_sum(width, |i| row[i]) / width as f32;
+            let variance = lane_sum(width, |i| (row[i] - mean) * (row[i] - mean)) / width as f32;
+            *denominator = (variance + epsilon).sqrt();
+            for (((y, n), &v), &g) in y.iter_mut().zip(normalized.iter_mut()).zip(row).zip(gamma) {
+                *n = (v - mean) / *denominator;
+                *y = *n * g;
+            }
+        });
     let shape = x.layout().shape().clone();
     (
         FlexTensor::from_data(TensorData::new(y, shape.clone())),
@@ -218,15 +249,19 @@ fn layer_norm_input_grad(
     let denominators = denominators.as_slice::<f32>().unwrap();
     let gamma = gamma.as_slice::<f32>().unwrap();
     let width = gamma.len();
-    let mut out = Vec::with_capacity(g.len());
-    let rows = g.chunks_exact(width).zip(normalized.chunks_exact(width));
-    for ((g, n), denominator) in rows.zip(denominators) {
-        let mean_d = lane_sum(width, |i| g[i] * gamma[i]) / width as f32;
-        let mean_dn = lane_sum(width, |i| g[i] * gamma[i] * n[i]) / width as f32;
-        for ((&g, &n), &w) in g.iter().zip(n).zip(gamma) {
-            out.push((g * w - mean_d - n * mean_dn) / denominator);
-        }
-    }
+    let mut out = vec![0.0f32; g.len()];
+    out.par_chunks_mut(width)
+        .zip(g.par_chunks(width))
+        .zip(normalized.par_chunks(width))
+        .zip(denominators)
+        .with_min_len(rows_per_task(width))
+        .for_each(|(((out, g), n), denominator)| {
+            let mean_d = lane_sum(width, |i| g[i] * gamma[i]) / width as f32;
+            let mean_dn = lane_sum(width, |i| g[i] * gamma[i] * n[i]) / width as f32;
+            for (((o, &g), &n), &w) in out.iter_mut().zip(g).zip(n).zip(gamma) {
+                *o = (g * w - mean_d - n * mean_dn) / denominator;
+            }
+        });
     FlexTensor::from_data(TensorData::new(out, grad.layout().shape().clone()))
 }
 
@@ -298,27 +333,26 @@ fn attention_weights_forward(scores: &FlexTensor, divisor: f32, causal: bool) ->
     let shape = scores.layout().shape().clone();
     let (queries, keys) = (shape[2], shape[3]);
     let mut out = vec![0.0f32; values.len()];
-    for (row, (input, output)) in values
-        .chunks_exact(keys)
-        .zip(out.chunks_exact_mut(keys))
-        .enumerate()
-    {
-        // Query `i` sees keys `0..=i`; the rest stay 0.
-        let visible = if causal { row % queries + 1 } else { keys };
-        let (input, output) = (&input[..visible], &mut output[..visible]);
-        for (o, &v) in output.iter_mut().zip(input) {
-            *o = v / divisor;
-        }
-        let max = output.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let mut sum = 0.0f32;
-        for o in output.iter_mut() {
-            *o = (*o - max).exp();
-            sum += *o;
-        }
-        for o in output.iter_mut() {
-            *o /= sum;
-        }
-    }
+    let rows = values.par_chunks(keys).zip(out.par_chunks_mut(keys));
+    rows.enumerate()
+        .with_min_len(rows_per_task(keys))
+        .for_each(|(row, (input, output))| {
+            // Query `i` sees keys `0..=i`; the rest stay 0.
+            let visible = if causal { row % queries + 1 } else { keys };
+            let (input, output) = (&input[..visible], &mut output[..visible]);
+            for (o, &v) in output.iter_mut().zip(input) {
+                *o = v / divisor;
+            }
+            let max = output.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let mut sum = 0.0f32;
+            for o in output.iter_mut() {
+                *o = (*o - max).exp();
+                sum += *o;
+            }
+            for o in output.iter_mut() {
+                *o /= sum;
+            }
+        });
     FlexTensor::from_data(TensorData::new(out, shape))
 }
 
@@ -329,11 +363,17 @@ fn attention_weights_backward(weights: &FlexTensor, divisor: f32, grad: &FlexTen
     let g = grad.as_slice::<f32>().expect("a contiguous f32 gradient");
     let w = weights.as_slice::<f32>().unwrap();
     let keys = *grad.layout().shape().last().unwrap();
-    let mut out = Vec::with_capacity(g.len());
-    for (g, w) in g.chunks_exact(keys).zip(w.chunks_exact(keys)) {
-        let dot: f32 = g.iter().zip(w).map(|(g, w)| g * w).sum();
-        out.extend(g.iter().zip(w).map(|(g, w)| w * (g - dot) / divisor));
-    }
+    let mut out = vec![0.0f32; g.len()];
+    out.par_chunks_mut(keys)
+        .zip(g.par_chunks(keys))
+        .zip(w.par_chunks(keys))
+        .with_min_len(rows_per_task(keys))
+        .for_each(|((out, g), w)| {
+            let dot: f32 = g.iter().zip(w).map(|(g, w)| g * w).sum();
+            for ((o, g), w) in out.iter_mut().zip(g).zip(w) {
+                *o = w * (g - dot) / divisor;
+            }
+        });
     FlexTensor::from_data(TensorData::new(out, grad.layout().shape().clone()))
 }
 
@@ -516,6 +556,53 @@ mod tests {
                 values(x.grad(&grads).unwrap())
             };
             close(&grad(true), &grad(false), 1e-5, "gradient of the scores");
+        }
+    }
+
+    /// Inputs big enough to be split over threads: `[20, 2048]` for GELU and LayerNorm (3 tasks
+    /// each), `[4, 4, 64, 64]` attention scores (4 tasks).
+    fn outputs_and_gradients() -> Vec<Vec<f32>> {
+        let device = Device::flex().autodiff();
+        let wave = |n: usize, scale: f32| -> Vec<f32> {
+            (0..n).map(|i| (i as f32 * 0.61).sin() * scale).collect()
+        };
+        let x = Tensor::<2>::from_data(TensorData::new(wave(40_960, 3.0), [20, 2048]), &device)
+            .require_grad();
+        let gamma = Tensor::<1>::from_data(TensorData::new(wave(2048, 1.0), [2048]), &device)
+            .require_grad();
+        let scores =
+            Tensor::<4>::from_data(TensorData::new(wave(65_536, 5.0), [4, 4, 64, 64]), &device)
+                .require_grad();
+        let y = gelu_tanh(&x).unwrap();
+        let z = layer_norm(&x, &gamma, 1e-5).unwrap();
+        let w = attention_weights(&scores, 4.0, true).unwrap();
+        let loss = (y.clone() * z.clone()).sum() + (w.clone() * scores.clone().cos()).sum();
+        let grads = loss.backward();
+        vec![
+            values(y),
+            values(z),
+            values(w),
+            values(x.grad(&grads).unwrap()),
+            values(gamma.grad(&grads).unwrap()),
+            values(scores.grad(&grads).unwrap()),
+        ]
+    }
+
+    #[test]
+    fn results_do_not_depend_on_the_number_of_threads() {
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(outputs_and_gradients)
+        };
+        let (one, three) = (on(1), on(3));
+        for (i, (a, b)) in one.iter().zip(&three).enumerate() {
+            assert!(
+                a == b,
+                "output or gradient {i} differs between 1 and 3 threads"
+            );
         }
     }
 }
