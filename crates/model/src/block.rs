@@ -72,7 +72,6 @@ impl Block {
     }
 }
 
-/// A Linear layer with nanoGPT's initialisation: weights normal(0, `std`), biases zero.
 /// `norm(x)`: one fused operation on flex ([`crate::fused`]), Burn's composed LayerNorm elsewhere.
 /// Every LayerNorm of the model goes through here.
 pub fn normalize(norm: &LayerNorm, x: Tensor<3>) -> Tensor<3> {
@@ -87,6 +86,7 @@ pub fn normalize(norm: &LayerNorm, x: Tensor<3>) -> Tensor<3> {
     norm.forward(x)
 }
 
+/// A Linear layer with nanoGPT's initialisation: weights normal(0, `std`), biases zero.
 pub fn linear(d_in: usize, d_out: usize, std: f64, bias: bool, device: &Device) -> Linear {
     let mut layer = LinearConfig::new(d_in, d_out)
         .with_bias(false)
@@ -106,4 +106,38 @@ pub fn layer_norm(config: &DecoderConfig, device: &Device) -> LayerNorm {
         .with_epsilon(LAYER_NORM_EPSILON)
         .with_bias(config.bias)
         .init(device)
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use super::*;
+    use burn::tensor::TensorData;
+
+    #[test]
+    fn normalize_with_a_bias_equals_burns_layer_norm() {
+        let device = Device::flex().autodiff();
+        let mut norm = LayerNormConfig::new(16).with_bias(true).init(&device);
+        let ramp =
+            |n: usize, f: fn(f32) -> f32| -> Vec<f32> { (0..n).map(|i| f(i as f32)).collect() };
+        norm.gamma = burn::module::Param::from_tensor(Tensor::from_data(
+            TensorData::new(ramp(16, |i| 0.5 + (i * 0.7).cos()), [16]),
+            &device,
+        ));
+        norm.beta = Some(burn::module::Param::from_tensor(Tensor::from_data(
+            TensorData::new(ramp(16, |i| (i * 0.3).sin()), [16]),
+            &device,
+        )));
+        let x = Tensor::<3>::from_data(
+            TensorData::new(
+                ramp(96, |i| (i * 0.37).sin() * (1.0 + i / 16.0)),
+                [2, 3, 16],
+            ),
+            &device,
+        );
+        let fused = normalize(&norm, x.clone()).try_to_vec_as::<f32>().unwrap();
+        let burns = norm.forward(x).try_to_vec_as::<f32>().unwrap();
+        for (a, b) in fused.iter().zip(&burns) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+    }
 }
