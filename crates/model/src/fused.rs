@@ -1,10 +1,11 @@
-//! GELU (tanh form), LayerNorm and attention's softmax in one pass forward and one backward on the flex backend.
+//! GELU (tanh form), LayerNorm and attention's softmax in one pass forward and one backward on
+//! the flex backend.
 //!
 //! Composed of Burn's tensor operations ([`crate::mlp::gelu_tanh_composed`], Burn's
-//! `LayerNorm`), a GELU is seven element-wise operations forward and about a dozen backward, and a
-//! LayerNorm nine forward and more backward, and the attention weights (scale, causal mask, softmax)
-//! six forward; each is a pass over a whole activation with a fresh
-//! buffer and its own autodiff record. On flex, the default backend, this module computes each
+//! `LayerNorm`, [`crate::attention::attention_weights_composed`]), a GELU is seven element-wise
+//! operations forward and about a dozen backward, a LayerNorm nine forward and more backward, and
+//! the attention weights (scale, causal mask, softmax) six forward; each is a pass over a whole
+//! activation with a fresh buffer and its own autodiff record. On flex, the default backend, this module computes each
 //! function with one loop forward (keeping what the backward pass needs) and one loop backward,
 //! recorded as a single autodiff operation. Without autodiff (evaluation) only the GELU is
 //! replaced; flex's own LayerNorm and attention kernels serve there. Other backends get `None`
@@ -33,15 +34,24 @@ fn rows_per_task(width: usize) -> usize {
     (ELEMENTS_PER_TASK / width.max(1)).max(1)
 }
 
+/// `t`'s primitive when it is an f32 tensor on flex with autodiff.
+fn on_autodiff_flex<const D: usize>(t: &Tensor<D>) -> Option<FloatTensor<Autodiff<Flex>>> {
+    if t.dtype() != DType::F32 {
+        return None;
+    }
+    t.clone().try_into_primitive::<Autodiff<Flex>>().ok()
+}
+
 /// `gelu_tanh(x)` when `x` is an f32 tensor on flex (training or inference); `None` otherwise,
 /// for the caller to compose.
 pub fn gelu_tanh<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
+    if let Some(tracked) = on_autodiff_flex(x) {
+        return Some(Tensor::from_primitive::<Autodiff<Flex>>(gelu_autodiff(
+            tracked,
+        )));
+    }
     if x.dtype() != DType::F32 {
         return None;
-    }
-    if let Ok(tracked) = x.clone().try_into_primitive::<Autodiff<Flex>>() {
-        let y = gelu_autodiff(tracked);
-        return Some(Tensor::from_primitive::<Autodiff<Flex>>(y));
     }
     let plain = x.clone().try_into_primitive::<Flex>().ok()?;
     Some(Tensor::from_primitive::<Flex>(gelu_inference(&plain)))
@@ -63,14 +73,16 @@ impl Backward<Flex, 1> for GeluBackward {
 }
 
 fn gelu_autodiff(x: FloatTensor<Autodiff<Flex>>) -> FloatTensor<Autodiff<Flex>> {
-    let (y, x_contiguous, s) = gelu_forward(x.primitive());
     match GeluBackward
         .prepare::<NoCheckpointing>([x.node()])
         .compute_bound()
         .stateful()
     {
-        OpsKind::Tracked(prep) => prep.finish((x_contiguous, s), y),
-        OpsKind::UnTracked(prep) => prep.finish(y),
+        OpsKind::Tracked(prep) => {
+            let (y, x_contiguous, s) = gelu_forward(x.primitive());
+            prep.finish((x_contiguous, s), y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(gelu_inference(x.primitive())),
     }
 }
 
@@ -141,18 +153,9 @@ pub fn layer_norm<const D: usize>(
     gamma: &Tensor<1>,
     epsilon: f32,
 ) -> Option<Tensor<D>> {
-    if x.dtype() != DType::F32 || gamma.dtype() != DType::F32 {
-        return None;
-    }
-    let tracked = (
-        x.clone().try_into_primitive::<Autodiff<Flex>>(),
-        gamma.clone().try_into_primitive::<Autodiff<Flex>>(),
-    );
-    if let (Ok(x), Ok(gamma)) = tracked {
-        let y = layer_norm_autodiff(x, gamma, epsilon);
-        return Some(Tensor::from_primitive::<Autodiff<Flex>>(y));
-    }
-    None
+    let (x, gamma) = (on_autodiff_flex(x)?, on_autodiff_flex(gamma)?);
+    let y = layer_norm_autodiff(x, gamma, epsilon);
+    Some(Tensor::from_primitive::<Autodiff<Flex>>(y))
 }
 
 #[derive(Debug)]
@@ -195,8 +198,8 @@ fn layer_norm_autodiff(
 }
 
 /// Each row of `x` (its last dimension) centred and divided by `sqrt(variance + epsilon)`, then
-/// scaled by `gamma`, in the order of operations of Burn's composed LayerNorm; returns the output,
-/// the normalised rows and each row's denominator.
+/// scaled by `gamma`, as Burn's composed LayerNorm does (its sums may round differently);
+/// returns the output, the normalised rows and each row's denominator.
 fn layer_norm_forward(
     x: &FlexTensor,
     gamma: &FlexTensor,
@@ -284,14 +287,8 @@ fn layer_norm_gamma_grad(normalized: &FlexTensor, grad: &FlexTensor) -> FlexTens
 /// attention scores on flex with autodiff, with the keys after each query hidden when `causal`;
 /// `None` otherwise. (Without autodiff the model calls Burn's fused attention instead.)
 pub fn attention_weights(scores: &Tensor<4>, divisor: f32, causal: bool) -> Option<Tensor<4>> {
-    if scores.dtype() != DType::F32 {
-        return None;
-    }
-    if let Ok(tracked) = scores.clone().try_into_primitive::<Autodiff<Flex>>() {
-        let weights = attention_weights_autodiff(tracked, divisor, causal);
-        return Some(Tensor::from_primitive::<Autodiff<Flex>>(weights));
-    }
-    None
+    let weights = attention_weights_autodiff(on_autodiff_flex(scores)?, divisor, causal);
+    Some(Tensor::from_primitive::<Autodiff<Flex>>(weights))
 }
 
 #[derive(Debug)]
@@ -406,7 +403,7 @@ mod tests {
     use crate::mlp::gelu_tanh_composed;
     use burn::tensor::Device;
 
-    /// Every 0.01 from -8 to 8, as a `[2, 801]` tensor.
+    /// Every 0.01 from -8 to 8.01, as a `[2, 801]` tensor.
     fn inputs(device: &Device) -> Tensor<2> {
         let values: Vec<f32> = (-800..=801).map(|i| i as f32 / 100.0).collect();
         Tensor::from_data(TensorData::new(values, [2, 801]), device)
