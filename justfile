@@ -10,9 +10,14 @@ jobs := "auto"
 default:
     @just --list
 
-# The whole test suite (what CI runs). `just test --all-features` adds wgpu (wgpu needs a Vulkan driver; lavapipe will do).
+# The whole test suite on the default backends (ndarray, flex): the README's test command.
 test *args="":
     cargo test --release --workspace --locked {{args}}
+
+# The backend tests with wgpu compiled in, unoptimised (an optimised wgpu build takes about an hour
+# on two cores); CI runs both. wgpu needs a Vulkan driver: lavapipe (apt-get install mesa-vulkan-drivers) will do.
+test-wgpu *args="":
+    cargo test --profile ci-wgpu -p symbreak-train --features ndarray,flex,wgpu --test backends --locked {{args}}
 
 # The paper's residual sweep (160 runs), then its tables: `just sweep-residuals` (CPU preset) or `just sweep-residuals paper`.
 sweep-residuals preset="quick":

@@ -1,15 +1,16 @@
 //! Every compiled-in backend computes the same model: the same weights and batch give the same
-//! logits and gradients (within float tolerance) on ndarray, flex and wgpu, and a tiny model
-//! learns on each. A backend that is not compiled in, or wgpu without a Vulkan, Metal or DirectX
+//! logits and gradients (within float tolerance) on ndarray, flex and wgpu, in training and in
+//! inference (which takes each backend's own fused attention), and a tiny model learns on each. A backend that is not compiled in, or wgpu without a Vulkan, Metal or DirectX
 //! device, is skipped with a message on standard error that cargo's capture does not swallow.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use symbreak_model::{Decoder, DecoderConfig};
+use symbreak_model::{AttentionMask, Decoder, DecoderConfig};
 use symbreak_train::Backend;
 
 /// Logits may differ by this much between backends (f32, different summation orders).
@@ -98,22 +99,51 @@ fn max_difference(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-#[test]
-fn every_backend_gives_the_same_logits_and_gradients() {
+/// The backends that can run here, if at least two (else a skip message and `None`).
+fn two_or_more(what: &str) -> Option<Vec<(Backend, Device)>> {
     let backends = runnable();
     if backends.len() < 2 {
-        skip("backend agreement: fewer than two backends can run here, nothing to compare");
-        return;
+        skip(&format!(
+            "{what}: fewer than two backends can run here, nothing to compare"
+        ));
+        return None;
     }
+    Some(backends)
+}
+
+/// One random initialisation of `config`, saved to a file in `dir` that every backend loads.
+fn saved_weights(config: &DecoderConfig, device: &Device, dir: &Path) -> PathBuf {
+    let weights = dir.join("weights.bpk");
+    device.seed(3);
+    config.init(device).unwrap().save_file(&weights).unwrap();
+    weights
+}
+
+/// Logits within [`LOGIT_TOLERANCE`] of the reference backend's; the difference is reported on
+/// standard error, labelled with `what` was run.
+fn assert_logits_agree(
+    what: &str,
+    (backend, logits): (Backend, &[f32]),
+    (reference, ref_logits): (Backend, &[f32]),
+) {
+    let worst = max_difference(logits, ref_logits);
+    assert!(
+        worst <= LOGIT_TOLERANCE,
+        "{what}, {backend} vs {reference}: logits differ by {worst}"
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "{what}, {backend} vs {reference}: logits differ by at most {worst:e}"
+    );
+}
+
+#[test]
+fn every_backend_gives_the_same_logits_and_gradients() {
+    let Some(backends) = two_or_more("backend agreement") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
-    let weights = dir.path().join("weights.bpk");
-    let first_device = &backends[0].1;
-    first_device.seed(3);
-    config()
-        .init(first_device)
-        .unwrap()
-        .save_file(&weights)
-        .unwrap();
+    let weights = saved_weights(&config(), &backends[0].1, dir.path());
 
     let mut reference: Option<(Backend, Vec<f32>, Vec<Vec<f32>>)> = None;
     for (backend, device) in &backends {
@@ -129,15 +159,7 @@ fn every_backend_gives_the_same_logits_and_gradients() {
         match &reference {
             None => reference = Some((*backend, logits, grads)),
             Some((name, ref_logits, ref_grads)) => {
-                let worst = max_difference(&logits, ref_logits);
-                assert!(
-                    worst <= LOGIT_TOLERANCE,
-                    "{backend} vs {name}: logits differ by {worst}"
-                );
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "{backend} vs {name}: logits differ by at most {worst:e}"
-                );
+                assert_logits_agree("training", (*backend, &logits), (*name, ref_logits));
                 assert_eq!(grads.len(), ref_grads.len());
                 for (i, (g, r)) in grads.iter().zip(ref_grads).enumerate() {
                     let scale = max_abs(r).max(1e-6);
@@ -147,6 +169,38 @@ fn every_backend_gives_the_same_logits_and_gradients() {
                         "{backend} vs {name}: gradient {i} differs by {worst} (largest entry {scale})"
                     );
                 }
+            }
+        }
+    }
+}
+
+/// Without autodiff the model takes the backend's own attention operation (and on flex the fused
+/// inference GELU): the evaluation path, for both masks.
+#[test]
+fn every_backend_gives_the_same_logits_in_inference() {
+    let Some(backends) = two_or_more("backend agreement in inference") else {
+        return;
+    };
+    for mask in [AttentionMask::Causal, AttentionMask::Bidirectional] {
+        let config = config().with_mask(mask);
+        let dir = tempfile::tempdir().unwrap();
+        let weights = saved_weights(&config, &backends[0].1, dir.path());
+        let mut reference: Option<(Backend, Vec<f32>)> = None;
+        for (backend, device) in &backends {
+            let model = config
+                .init(device)
+                .unwrap()
+                .try_load_file(&weights)
+                .unwrap();
+            let logits = model.forward(batch(device).0);
+            let logits = logits.try_to_vec_as::<f32>().unwrap();
+            match &reference {
+                None => reference = Some((*backend, logits)),
+                Some((name, ref_logits)) => assert_logits_agree(
+                    &format!("inference, {mask:?}"),
+                    (*backend, &logits),
+                    (*name, ref_logits),
+                ),
             }
         }
     }
