@@ -37,26 +37,44 @@ impl SelfAttention {
 
     /// `x`: `[batch, time, width]` -> `[batch, time, width]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let [batch, time, width] = x.dims();
-        let x_is_autodiff = x.device().is_autodiff();
+        let qkv = self.c_attn.forward(x);
+        let y = self
+            .attend_fused(&qkv)
+            .unwrap_or_else(|| self.attend_by_heads(qkv));
+        self.resid_dropout.forward(self.c_proj.forward(y))
+    }
+
+    /// Training on flex: all of attention, from `qkv` to the merged heads, as one operation
+    /// ([`crate::fused::attention`]); `None` elsewhere.
+    fn attend_fused(&self, qkv: &Tensor<3>) -> Option<Tensor<3>> {
+        #[cfg(feature = "flex")]
+        return crate::fused::attention(qkv, self.n_head, self.causal, &self.attn_dropout);
+        #[cfg(not(feature = "flex"))]
+        {
+            let _ = qkv;
+            None
+        }
+    }
+
+    /// `qkv`: `[batch, time, 3 x width]` -> the heads' outputs side by side, `[batch, time,
+    /// width]`, by tensor operations.
+    fn attend_by_heads(&self, qkv: Tensor<3>) -> Tensor<3> {
+        let [batch, time, three_width] = qkv.dims();
+        let width = three_width / 3;
         let head_dim = width / self.n_head;
         let split_heads = |t: Tensor<3>| {
             t.reshape([batch, time, self.n_head, head_dim])
                 .swap_dims(1, 2)
         };
-        let mut qkv = self
-            .c_attn
-            .forward(x)
-            .chunk(3, 2)
-            .into_iter()
-            .map(split_heads);
+        let training = qkv.device().is_autodiff();
+        let mut qkv = qkv.chunk(3, 2).into_iter().map(split_heads);
         let (q, k, v) = (
             qkv.next().unwrap(),
             qkv.next().unwrap(),
             qkv.next().unwrap(),
         );
 
-        let y = if x_is_autodiff {
+        let y = if training {
             self.attend(q, k, v)
         } else {
             // Inference: the backend's fused attention (flex has one; others decompose it).
@@ -66,8 +84,7 @@ impl SelfAttention {
             };
             attention(q, k, v, None, None, options)
         };
-        let y = y.swap_dims(1, 2).reshape([batch, time, width]);
-        self.resid_dropout.forward(self.c_proj.forward(y))
+        y.swap_dims(1, 2).reshape([batch, time, width])
     }
 
     /// Attention of `[batch, heads, time, head_dim]` queries, keys and values, written out so
@@ -81,18 +98,8 @@ impl SelfAttention {
 }
 
 /// `softmax(scores / divisor)` over the keys of `[batch, heads, queries, keys]` scores, each
-/// query's later keys hidden when `causal`: one fused operation on flex ([`crate::fused`]),
-/// composed of tensor operations elsewhere.
+/// query's later keys hidden when `causal`.
 pub fn attention_weights(scores: Tensor<4>, divisor: f32, causal: bool) -> Tensor<4> {
-    #[cfg(feature = "flex")]
-    if let Some(weights) = crate::fused::attention_weights(&scores, divisor, causal) {
-        return weights;
-    }
-    attention_weights_composed(scores, divisor, causal)
-}
-
-/// The same attention weights from Burn's tensor operations.
-pub fn attention_weights_composed(scores: Tensor<4>, divisor: f32, causal: bool) -> Tensor<4> {
     let mut scores = scores.div_scalar(divisor);
     if causal {
         // `tril_mask` is true strictly above the diagonal: the future keys to hide.

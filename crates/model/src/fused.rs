@@ -1,15 +1,16 @@
-//! GELU (tanh form), LayerNorm and attention's softmax in one pass forward and one backward on
-//! the flex backend.
+//! GELU (tanh form), LayerNorm and the whole of attention (heads split, scores, mask, softmax,
+//! dropout, weighted values, heads merged) in one pass forward and one backward on the flex
+//! backend.
 //!
 //! Composed of Burn's tensor operations ([`crate::mlp::gelu_tanh_composed`], Burn's
-//! `LayerNorm`, [`crate::attention::attention_weights_composed`]), a GELU is seven element-wise
-//! operations forward and about a dozen backward, a LayerNorm nine forward and more backward, and
-//! the attention weights (scale, causal mask, softmax) six forward; each is a pass over a whole
-//! activation with a fresh buffer and its own autodiff record. On flex, the default backend, this module computes each
-//! function with one loop forward (keeping what the backward pass needs) and one loop backward,
-//! recorded as a single autodiff operation. Without autodiff (evaluation) only the GELU is
-//! replaced; flex's own LayerNorm and attention kernels serve there. Other backends get `None`
-//! and compose the functions.
+//! `LayerNorm`, the attention of [`crate::attention::SelfAttention`] on other backends), a GELU
+//! is seven element-wise operations forward and about a dozen backward, a LayerNorm nine forward
+//! and more backward, and attention about fifteen, copies for the head split and merge among
+//! them; each is a pass over a whole activation with a fresh buffer and its own autodiff record.
+//! On flex, the default backend, this module computes each function with one loop forward
+//! (keeping what the backward pass needs) and one loop backward, recorded as a single autodiff
+//! operation. Without autodiff (evaluation) only the GELU is replaced; flex's own LayerNorm and
+//! attention kernels serve there. Other backends get `None` and compose the functions.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
@@ -18,7 +19,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, binary, unary};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
-use burn::tensor::{DType, Tensor, TensorData};
+use burn::tensor::{DType, Distribution, Tensor, TensorData};
 use rayon::prelude::*;
 
 use crate::mlp::{CUBIC, TWO_SQRT_2_OVER_PI};
@@ -283,95 +284,273 @@ fn layer_norm_gamma_grad(normalized: &FlexTensor, grad: &FlexTensor) -> FlexTens
     FlexTensor::from_data(TensorData::new(sums, [width]))
 }
 
-/// `softmax(scores / divisor)` over the last dimension of `[batch, heads, queries, keys]`
-/// attention scores on flex with autodiff, with the keys after each query hidden when `causal`;
-/// `None` otherwise. (Without autodiff the model calls Burn's fused attention instead.)
-pub fn attention_weights(scores: &Tensor<4>, divisor: f32, causal: bool) -> Option<Tensor<4>> {
-    let weights = attention_weights_autodiff(on_autodiff_flex(scores)?, divisor, causal);
-    Some(Tensor::from_primitive::<Autodiff<Flex>>(weights))
-}
-
-#[derive(Debug)]
-struct AttentionWeightsBackward;
-
-impl Backward<Flex, 1> for AttentionWeightsBackward {
-    /// The weights and the divisor.
-    type State = (FlexTensor, f32);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let (weights, divisor) = ops.state;
-        unary::<Flex, _>(ops.parents, ops.node, grads, |grad| {
-            attention_weights_backward(&weights, divisor, &grad)
-        });
-    }
-}
-
-fn attention_weights_autodiff(
-    scores: FloatTensor<Autodiff<Flex>>,
-    divisor: f32,
+/// Multi-head attention from the QKV projection's output when it is an f32 tensor on flex with
+/// autodiff; `None` otherwise. `qkv` is `[batch, time, 3 x width]` (queries, keys, values side by
+/// side, each split into `n_head` heads); the result is `[batch, time, width]`, the heads'
+/// outputs side by side, ready for the output projection. `dropout` acts on the attention weights
+/// as Burn's dropout layer would (same condition, same mask distribution).
+///
+/// Composed, this is a chunk into three, a copy per head split, two batched matrix products with
+/// their transposes, the weights, and a copy to merge the heads, forward; twice as many products
+/// and a zero-filled buffer per third backward. Here it is one loop over the batch forward and
+/// one backward, with the scores and weighted sums computed directly from `qkv`.
+pub fn attention(
+    qkv: &Tensor<3>,
+    n_head: usize,
     causal: bool,
-) -> FloatTensor<Autodiff<Flex>> {
-    let weights = attention_weights_forward(scores.primitive(), divisor, causal);
-    match AttentionWeightsBackward
-        .prepare::<NoCheckpointing>([scores.node()])
+    dropout: &burn::nn::Dropout,
+) -> Option<Tensor<3>> {
+    let tracked = on_autodiff_flex(qkv)?;
+    let [batch, time, three_width] = qkv.dims();
+    let heads = Heads {
+        time,
+        width: three_width / 3,
+        n_head,
+        causal,
+    };
+    let mask = (dropout.prob > 0.0 && dropout.training.is_enabled()).then(|| {
+        let keep = 1.0 - dropout.prob;
+        let shape = [batch, n_head, time, time];
+        let kept = Tensor::<4>::random(shape, Distribution::Bernoulli(keep), &qkv.device());
+        kept.mul_scalar(1.0 / keep)
+    });
+    Some(attention_with_mask(tracked, heads, mask))
+}
+
+/// [`attention`] with the dropout mask given: `[batch, heads, time, time]`, each entry 0 or
+/// `1 / keep`, multiplied into the attention weights.
+fn attention_with_mask(
+    qkv: FloatTensor<Autodiff<Flex>>,
+    heads: Heads,
+    mask: Option<Tensor<4>>,
+) -> Tensor<3> {
+    let mask = mask.map(|m| {
+        let m = on_autodiff_flex(&m).expect("the mask is made on qkv's device");
+        m.primitive().to_contiguous()
+    });
+    let (y, qkv_contiguous, weights) = attention_forward(qkv.primitive(), heads, mask.as_ref());
+    let y = match AttentionBackward
+        .prepare::<NoCheckpointing>([qkv.node()])
         .compute_bound()
         .stateful()
     {
-        OpsKind::Tracked(prep) => prep.finish((weights.clone(), divisor), weights),
-        OpsKind::UnTracked(prep) => prep.finish(weights),
+        OpsKind::Tracked(prep) => prep.finish((qkv_contiguous, weights, mask, heads), y),
+        OpsKind::UnTracked(prep) => prep.finish(y),
+    };
+    Tensor::from_primitive::<Autodiff<Flex>>(y)
+}
+
+/// The geometry of one attention layer's input.
+#[derive(Debug, Clone, Copy)]
+struct Heads {
+    time: usize,
+    /// The model's width: each of queries, keys and values.
+    width: usize,
+    n_head: usize,
+    causal: bool,
+}
+
+impl Heads {
+    fn head_dim(&self) -> usize {
+        self.width / self.n_head
+    }
+
+    /// How many keys query `i` sees.
+    fn visible(&self, query: usize) -> usize {
+        if self.causal { query + 1 } else { self.time }
+    }
+
+    /// `head`'s keys or values (`part` 1 or 2) of one batch row, transposed into `out`:
+    /// `[head_dim, time]`, each dimension's values along the positions.
+    fn transpose(&self, x: &[f32], part: usize, head: usize, out: &mut [f32]) {
+        for position in 0..self.time {
+            for (d, &v) in x[self.range(part, head, position)].iter().enumerate() {
+                out[d * self.time + position] = v;
+            }
+        }
+    }
+
+    /// Query, key or value (`part` 0, 1, 2) of `head` at `position`, within one batch row's
+    /// `[time, 3 x width]` slice.
+    fn range(&self, part: usize, head: usize, position: usize) -> std::ops::Range<usize> {
+        let start = position * 3 * self.width + part * self.width + head * self.head_dim();
+        start..start + self.head_dim()
     }
 }
 
-/// Row by row: divide, hide the future keys (weight 0), subtract the row's maximum,
-/// exponentiate, normalise.
-fn attention_weights_forward(scores: &FlexTensor, divisor: f32, causal: bool) -> FlexTensor {
-    let scores = scores.to_contiguous();
-    let values = scores.as_slice::<f32>().expect("a contiguous f32 tensor");
-    let shape = scores.layout().shape().clone();
-    let (queries, keys) = (shape[2], shape[3]);
-    let mut out = vec![0.0f32; values.len()];
-    let rows = values.par_chunks(keys).zip(out.par_chunks_mut(keys));
-    rows.enumerate()
-        .with_min_len(rows_per_task(keys))
-        .for_each(|(row, (input, output))| {
-            // Query `i` sees keys `0..=i`; the rest stay 0.
-            let visible = if causal { row % queries + 1 } else { keys };
-            let (input, output) = (&input[..visible], &mut output[..visible]);
-            for (o, &v) in output.iter_mut().zip(input) {
-                *o = v / divisor;
-            }
-            let max = output.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-            let mut sum = 0.0f32;
-            for o in output.iter_mut() {
-                *o = (*o - max).exp();
-                sum += *o;
-            }
-            for o in output.iter_mut() {
-                *o /= sum;
-            }
+const QUERY: usize = 0;
+const KEY: usize = 1;
+const VALUE: usize = 2;
+
+#[derive(Debug)]
+struct AttentionBackward;
+
+impl Backward<Flex, 1> for AttentionBackward {
+    /// `qkv` (contiguous), the attention weights before dropout, the dropout mask, the geometry.
+    type State = (FlexTensor, FlexTensor, Option<FlexTensor>, Heads);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let (qkv, weights, mask, heads) = ops.state;
+        unary::<Flex, _>(ops.parents, ops.node, grads, |grad| {
+            attention_backward(&qkv, &weights, mask.as_ref(), heads, &grad)
         });
-    FlexTensor::from_data(TensorData::new(out, shape))
+    }
 }
 
-/// `dL/dscores = w (g - sum(g w)) / divisor` per row: the softmax's backward pass, then the
-/// division's; hidden keys have `w = 0` and so get no gradient.
-fn attention_weights_backward(weights: &FlexTensor, divisor: f32, grad: &FlexTensor) -> FlexTensor {
-    let grad = grad.to_contiguous();
-    let g = grad.as_slice::<f32>().expect("a contiguous f32 gradient");
-    let w = weights.as_slice::<f32>().unwrap();
-    let keys = *grad.layout().shape().last().unwrap();
-    let mut out = vec![0.0f32; g.len()];
-    out.par_chunks_mut(keys)
-        .zip(g.par_chunks(keys))
-        .zip(w.par_chunks(keys))
-        .with_min_len(rows_per_task(keys))
-        .for_each(|((out, g), w)| {
-            let dot: f32 = g.iter().zip(w).map(|(g, w)| g * w).sum();
-            for ((o, g), w) in out.iter_mut().zip(g).zip(w) {
-                *o = w * (g - dot) / divisor;
+/// Returns the output, `qkv` made contiguous, and the weights `softmax(q k^T / sqrt(head_dim))`
+/// (`[batch, heads, time, time]`, 0 for hidden keys) before dropout.
+fn attention_forward(
+    qkv: &FlexTensor,
+    heads: Heads,
+    mask: Option<&FlexTensor>,
+) -> (FlexTensor, FlexTensor, FlexTensor) {
+    let qkv = qkv.to_contiguous();
+    let x = qkv.as_slice::<f32>().expect("a contiguous f32 tensor");
+    let mask = mask.map(|m| m.as_slice::<f32>().expect("a contiguous f32 mask"));
+    let Heads {
+        time,
+        width,
+        n_head,
+        ..
+    } = heads;
+    let divisor = (heads.head_dim() as f32).sqrt();
+    let batch = x.len() / (time * 3 * width);
+    let per_row = n_head * time * time;
+    let mut y = vec![0.0f32; batch * time * width];
+    let mut weights = vec![0.0f32; batch * per_row];
+    y.par_chunks_mut(time * width)
+        .zip(weights.par_chunks_mut(per_row))
+        .zip(x.par_chunks(time * 3 * width))
+        .enumerate()
+        .with_min_len(rows_per_task(time * 3 * width))
+        .for_each(|(b, ((y, weights), x))| {
+            let mask = mask.map(|m| &m[b * per_row..(b + 1) * per_row]);
+            let mut keys = vec![0.0f32; heads.head_dim() * time];
+            for head in 0..n_head {
+                heads.transpose(x, KEY, head, &mut keys);
+                for i in 0..time {
+                    let start = (head * time + i) * time;
+                    let row = &mut weights[start..start + heads.visible(i)];
+                    // The scores `q_i . k_j` for every visible key at once, one dimension at a
+                    // time: loops along the keys, which the compiler vectorises.
+                    let query = &x[heads.range(QUERY, head, i)];
+                    for (&q, keys) in query.iter().zip(keys.chunks_exact(time)) {
+                        add_scaled(row, q, keys);
+                    }
+                    for score in row.iter_mut() {
+                        *score /= divisor;
+                    }
+                    softmax(row);
+                    let out = &mut y[i * width + head * heads.head_dim()..][..heads.head_dim()];
+                    for (j, &w) in row.iter().enumerate() {
+                        let w = mask.map_or(w, |m| w * m[start + j]);
+                        add_scaled(out, w, &x[heads.range(VALUE, head, j)]);
+                    }
+                }
             }
         });
-    FlexTensor::from_data(TensorData::new(out, grad.layout().shape().clone()))
+    (
+        FlexTensor::from_data(TensorData::new(y, [batch, time, width])),
+        qkv,
+        FlexTensor::from_data(TensorData::new(weights, [batch, n_head, time, time])),
+    )
+}
+
+/// The gradient with respect to `qkv`, from the output's: for each query `i` and visible key
+/// `j`, with `p = w m` the weight after dropout,
+/// `dL/dv_j += p g_i`, `dL/dw_ij = (g_i . v_j) m`, `dL/ds_ij = w_ij (dL/dw_ij - sum_j w_ij dL/dw_ij)`,
+/// and with `s_ij = q_i . k_j / divisor`: `dL/dq_i += dL/ds_ij k_j / divisor`,
+/// `dL/dk_j += dL/ds_ij q_i / divisor`.
+fn attention_backward(
+    qkv: &FlexTensor,
+    weights: &FlexTensor,
+    mask: Option<&FlexTensor>,
+    heads: Heads,
+    grad: &FlexTensor,
+) -> FlexTensor {
+    let grad = grad.to_contiguous();
+    let g = grad.as_slice::<f32>().expect("a contiguous f32 gradient");
+    let x = qkv.as_slice::<f32>().unwrap();
+    let weights = weights.as_slice::<f32>().unwrap();
+    let mask = mask.map(|m| m.as_slice::<f32>().unwrap());
+    let Heads {
+        time,
+        width,
+        n_head,
+        ..
+    } = heads;
+    let head_dim = heads.head_dim();
+    let divisor = (head_dim as f32).sqrt();
+    let per_row = n_head * time * time;
+    let mut out = vec![0.0f32; x.len()];
+    out.par_chunks_mut(time * 3 * width)
+        .zip(g.par_chunks(time * width))
+        .zip(x.par_chunks(time * 3 * width))
+        .zip(weights.par_chunks(per_row))
+        .enumerate()
+        .with_min_len(rows_per_task(time * 3 * width))
+        .for_each(|(b, (((dx, g), x), weights))| {
+            let mask = mask.map(|m| &m[b * per_row..(b + 1) * per_row]);
+            let mut d_weights = vec![0.0f32; time];
+            let mut d_query = vec![0.0f32; head_dim];
+            let mut values = vec![0.0f32; head_dim * time];
+            for head in 0..n_head {
+                heads.transpose(x, VALUE, head, &mut values);
+                for i in 0..time {
+                    let start = (head * time + i) * time;
+                    let row = &weights[start..start + heads.visible(i)];
+                    let g = &g[i * width + head * head_dim..][..head_dim];
+                    // `g_i . v_j` for every visible key, one dimension at a time (as the scores).
+                    let d_weights = &mut d_weights[..row.len()];
+                    d_weights.fill(0.0);
+                    for (&g, values) in g.iter().zip(values.chunks_exact(time)) {
+                        add_scaled(d_weights, g, values);
+                    }
+                    for (j, (&w, dw)) in row.iter().zip(d_weights.iter_mut()).enumerate() {
+                        let m = mask.map_or(1.0, |m| m[start + j]);
+                        *dw *= m;
+                        add_scaled(&mut dx[heads.range(VALUE, head, j)], w * m, g);
+                    }
+                    let d_weights = &*d_weights;
+                    let through = dot(row, d_weights);
+                    d_query.fill(0.0);
+                    let query = &x[heads.range(QUERY, head, i)];
+                    for (j, (&w, &dw)) in row.iter().zip(d_weights).enumerate() {
+                        let d_score = w * (dw - through) / divisor;
+                        add_scaled(&mut d_query, d_score, &x[heads.range(KEY, head, j)]);
+                        add_scaled(&mut dx[heads.range(KEY, head, j)], d_score, query);
+                    }
+                    add_scaled(&mut dx[heads.range(QUERY, head, i)], 1.0, &d_query);
+                }
+            }
+        });
+    FlexTensor::from_data(TensorData::new(out, qkv.layout().shape().clone()))
+}
+
+/// `a . b` in eight running sums (see [`lane_sum`]).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let b = &b[..a.len()];
+    lane_sum(a.len(), |i| a[i] * b[i])
+}
+
+/// `out += scale * x`.
+fn add_scaled(out: &mut [f32], scale: f32, x: &[f32]) {
+    for (o, &x) in out.iter_mut().zip(x) {
+        *o += scale * x;
+    }
+}
+
+/// In place: subtract the maximum, exponentiate, normalise.
+fn softmax(row: &mut [f32]) {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut sum = 0.0f32;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in row.iter_mut() {
+        *v /= sum;
+    }
 }
 
 /// `f(0) + f(1) + ... + f(len - 1)` in eight running sums, which the compiler can keep in one
@@ -399,7 +578,7 @@ fn sigmoid(v: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::attention_weights_composed;
+    use crate::attention::attention_weights;
     use crate::mlp::gelu_tanh_composed;
     use burn::tensor::Device;
 
@@ -455,11 +634,12 @@ mod tests {
         assert!(gelu_tanh(&inputs(&device.clone().autodiff())).is_none());
         let (x, gamma) = layer_norm_inputs(&device);
         assert!(layer_norm(&x, &gamma, 1e-5).is_none());
-        assert!(attention_weights(&scores(&device), 2.0, true).is_none());
+        let no_dropout = burn::nn::DropoutConfig::new(0.0).init();
+        assert!(attention(&qkv(&device.clone().autodiff()), 2, true, &no_dropout).is_none());
+        assert!(attention(&qkv(&Device::flex()), 2, true, &no_dropout).is_none());
         // Plain flex: Burn's own fused LayerNorm and attention are used there.
         let (x, gamma) = layer_norm_inputs(&Device::flex());
         assert!(layer_norm(&x, &gamma, 1e-5).is_none());
-        assert!(attention_weights(&scores(&Device::flex()), 2.0, true).is_none());
     }
 
     /// A `[3, 5, 64]` input whose rows have different means and spreads, and a `gamma` far from 1.
@@ -521,43 +701,117 @@ mod tests {
         close(&fused_gamma, &burns_gamma, 1e-4, "gradient of gamma");
     }
 
-    /// `[2, 3, 6, 6]` scores spread wide enough that the softmax is far from uniform.
-    fn scores(device: &Device) -> Tensor<4> {
-        let values: Vec<f32> = (0..216).map(|i| (i as f32 * 1.3).sin() * 6.0).collect();
-        Tensor::from_data(TensorData::new(values, [2, 3, 6, 6]), device)
+    /// A `[2, 6, 3 x 8]` QKV projection output (two heads of 4), spread wide enough that the
+    /// attention weights are far from uniform.
+    fn qkv(device: &Device) -> Tensor<3> {
+        let values: Vec<f32> = (0..288).map(|i| (i as f32 * 0.77).sin() * 2.5).collect();
+        Tensor::from_data(TensorData::new(values, [2, 6, 24]), device)
+    }
+
+    fn heads(causal: bool) -> Heads {
+        Heads {
+            time: 6,
+            width: 8,
+            n_head: 2,
+            causal,
+        }
+    }
+
+    /// A dropout mask for [`qkv`]'s weights: about a third of the entries 0, the rest 1.5.
+    fn mask(device: &Device) -> Tensor<4> {
+        let values: Vec<f32> = (0..144)
+            .map(|i| if i * 7 % 3 == 0 { 0.0 } else { 1.5 })
+            .collect();
+        Tensor::from_data(TensorData::new(values, [2, 2, 6, 6]), device)
+    }
+
+    /// The same attention by tensor operations, as the model computes it on other backends.
+    fn composed_attention(qkv: Tensor<3>, heads: Heads, mask: Option<Tensor<4>>) -> Tensor<3> {
+        let [batch, time, _] = qkv.dims();
+        let split = |t: Tensor<3>| {
+            t.reshape([batch, time, heads.n_head, heads.head_dim()])
+                .swap_dims(1, 2)
+        };
+        let mut parts = qkv.chunk(3, 2).into_iter().map(split);
+        let (q, k, v) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        let divisor = (heads.head_dim() as f32).sqrt();
+        let mut weights = attention_weights(q.matmul(k.swap_dims(2, 3)), divisor, heads.causal);
+        if let Some(mask) = mask {
+            weights = weights * mask;
+        }
+        weights
+            .matmul(v)
+            .swap_dims(1, 2)
+            .reshape([batch, time, heads.width])
+    }
+
+    fn fused_attention(qkv: &Tensor<3>, heads: Heads, mask: Option<Tensor<4>>) -> Tensor<3> {
+        attention_with_mask(on_autodiff_flex(qkv).unwrap(), heads, mask)
     }
 
     #[test]
-    fn fused_attention_weights_equal_the_composed_ones() {
+    fn fused_attention_equals_the_composed_one_with_and_without_dropout() {
         let device = Device::flex().autodiff();
         for causal in [true, false] {
-            let fused = attention_weights(&scores(&device), 2.0, causal).unwrap();
-            let composed = attention_weights_composed(scores(&device), 2.0, causal);
-            close(&values(fused), &values(composed), 1e-6, "weights");
+            for mask in [None, Some(mask(&device))] {
+                let what = format!("causal {causal}, mask {}", mask.is_some());
+                let fused = fused_attention(&qkv(&device), heads(causal), mask.clone());
+                let composed = composed_attention(qkv(&device), heads(causal), mask);
+                close(&values(fused), &values(composed), 1e-5, &what);
+            }
         }
     }
 
     #[test]
-    fn fused_attention_weights_gradients_equal_the_composed_ones() {
+    fn fused_attention_gradients_equal_the_composed_ones() {
         let device = Device::flex().autodiff();
-        let upstream = scores(&device).mul_scalar(0.4).cos();
+        let upstream = qkv(&device).narrow(2, 0, 8).mul_scalar(0.9).cos();
         for causal in [true, false] {
-            let grad = |fused: bool| {
-                let x = scores(&device).require_grad();
-                let y = if fused {
-                    attention_weights(&x, 2.0, causal).unwrap()
-                } else {
-                    attention_weights_composed(x.clone(), 2.0, causal)
+            for mask in [None, Some(mask(&device))] {
+                let grad = |fused: bool| {
+                    let x = qkv(&device).require_grad();
+                    let y = if fused {
+                        fused_attention(&x, heads(causal), mask.clone())
+                    } else {
+                        composed_attention(x.clone(), heads(causal), mask.clone())
+                    };
+                    let grads = (y * upstream.clone()).sum().backward();
+                    values(x.grad(&grads).unwrap())
                 };
-                let grads = (y * upstream.clone()).sum().backward();
-                values(x.grad(&grads).unwrap())
-            };
-            close(&grad(true), &grad(false), 1e-5, "gradient of the scores");
+                let what = format!("gradient of qkv, causal {causal}, mask {}", mask.is_some());
+                close(&grad(true), &grad(false), 1e-5, &what);
+            }
         }
+    }
+
+    #[test]
+    fn attention_dropout_acts_only_in_training() {
+        use burn::module::Module;
+        use burn::nn::DropoutConfig;
+        let device = Device::flex().autodiff();
+        device.seed(1);
+        let plain = values(fused_attention(&qkv(&device), heads(true), None));
+        let dropped = DropoutConfig::new(0.5).init();
+        let with = values(attention(&qkv(&device), 2, true, &dropped).unwrap());
+        assert_ne!(with, plain, "dropout 0.5 changes the output");
+        let none = DropoutConfig::new(0.0).init();
+        assert_eq!(
+            values(attention(&qkv(&device), 2, true, &none).unwrap()),
+            plain
+        );
+        let frozen = dropped.freeze();
+        assert_eq!(
+            values(attention(&qkv(&device), 2, true, &frozen).unwrap()),
+            plain
+        );
     }
 
     /// Inputs big enough to be split over threads: `[20, 2048]` for GELU and LayerNorm (3 tasks
-    /// each), `[4, 4, 64, 64]` attention scores (4 tasks).
+    /// each), a `[16, 32, 3 x 64]` QKV output (up to 8 tasks) with a dropout mask.
     fn outputs_and_gradients() -> Vec<Vec<f32>> {
         let device = Device::flex().autodiff();
         let wave = |n: usize, scale: f32| -> Vec<f32> {
@@ -567,21 +821,32 @@ mod tests {
             .require_grad();
         let gamma = Tensor::<1>::from_data(TensorData::new(wave(2048, 1.0), [2048]), &device)
             .require_grad();
-        let scores =
-            Tensor::<4>::from_data(TensorData::new(wave(65_536, 5.0), [4, 4, 64, 64]), &device)
+        let qkv =
+            Tensor::<3>::from_data(TensorData::new(wave(98_304, 2.0), [16, 32, 192]), &device)
                 .require_grad();
+        let mask =
+            Tensor::<4>::from_data(TensorData::new(wave(65_536, 1.0), [16, 4, 32, 32]), &device)
+                .greater_elem(0.0)
+                .float()
+                .mul_scalar(2.0);
+        let heads = Heads {
+            time: 32,
+            width: 64,
+            n_head: 4,
+            causal: true,
+        };
         let y = gelu_tanh(&x).unwrap();
         let z = layer_norm(&x, &gamma, 1e-5).unwrap();
-        let w = attention_weights(&scores, 4.0, true).unwrap();
-        let loss = (y.clone() * z.clone()).sum() + (w.clone() * scores.clone().cos()).sum();
+        let a = fused_attention(&qkv, heads, Some(mask));
+        let loss = (y.clone() * z.clone()).sum() + (a.clone() * a.clone().sin()).sum();
         let grads = loss.backward();
         vec![
             values(y),
             values(z),
-            values(w),
+            values(a),
             values(x.grad(&grads).unwrap()),
             values(gamma.grad(&grads).unwrap()),
-            values(scores.grad(&grads).unwrap()),
+            values(qkv.grad(&grads).unwrap()),
         ]
     }
 
