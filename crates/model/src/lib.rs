@@ -5,7 +5,8 @@
 //! - [`config`]: [`DecoderConfig`], everything that defines a model, validated.
 //! - [`attention`], [`mlp`], [`block`]: the parts of one layer.
 //! - [`decoder`]: the whole model, its forward pass with an activation cache, and greedy decoding.
-//! - `fused` (feature `flex`): GELU in one pass each way on the flex backend.
+//! - `fused` (feature `flex`): GELU, LayerNorm and (in training) attention in one pass each way
+//!   on the flex backend.
 
 pub mod attention;
 pub mod block;
