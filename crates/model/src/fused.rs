@@ -456,11 +456,11 @@ fn attention_forward(
     )
 }
 
-/// The gradient with respect to `qkv`, from the output's: for each query `i` and visible key
-/// `j`, with `p = w m` the weight after dropout,
-/// `dL/dv_j += p g_i`, `dL/dw_ij = (g_i . v_j) m`, `dL/ds_ij = w_ij (dL/dw_ij - sum_j w_ij dL/dw_ij)`,
-/// and with `s_ij = q_i . k_j / divisor`: `dL/dq_i += dL/ds_ij k_j / divisor`,
-/// `dL/dk_j += dL/ds_ij q_i / divisor`.
+/// The gradient with respect to `qkv`, from the output's `g`: for each query `i` and visible key
+/// `j`, with `w` the weights, `m` the dropout mask and `s_ij = q_i . k_j / divisor` the scores,
+/// - `dL/dv_j += w_ij m_ij g_i` and `dL/dw_ij = (g_i . v_j) m_ij`;
+/// - `dL/ds_ij = w_ij (dL/dw_ij - sum over j of w_ij dL/dw_ij)` (the softmax);
+/// - `dL/dq_i += dL/ds_ij k_j / divisor` and `dL/dk_j += dL/ds_ij q_i / divisor`.
 fn attention_backward(
     qkv: &FlexTensor,
     weights: &FlexTensor,

@@ -1,7 +1,8 @@
 //! Every compiled-in backend computes the same model: the same weights and batch give the same
 //! logits and gradients (within float tolerance) on ndarray, flex and wgpu, in training and in
-//! inference (which takes each backend's own fused attention), and a tiny model learns on each. A backend that is not compiled in, or wgpu without a Vulkan, Metal or DirectX
-//! device, is skipped with a message on standard error that cargo's capture does not swallow.
+//! inference (which takes each backend's own fused attention), and a tiny model learns on each.
+//! A backend that is not compiled in, or wgpu without a Vulkan, Metal or DirectX device, is
+//! skipped with a message on standard error that cargo's capture does not swallow.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
