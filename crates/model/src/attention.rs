@@ -44,11 +44,13 @@ impl SelfAttention {
         self.resid_dropout.forward(self.c_proj.forward(y))
     }
 
-    /// Training on flex: all of attention, from `qkv` to the merged heads, as one operation
-    /// ([`crate::fused::attention`]); `None` elsewhere.
+    /// On flex: all of attention, from `qkv` to the merged heads, as one operation
+    /// ([`crate::fused::attention`] in training, [`crate::fused::attention_inference`] without
+    /// autodiff); `None` elsewhere.
     fn attend_fused(&self, qkv: &Tensor<3>) -> Option<Tensor<3>> {
         #[cfg(feature = "flex")]
-        return crate::fused::attention(qkv, self.n_head, self.causal, &self.attn_dropout);
+        return crate::fused::attention(qkv, self.n_head, self.causal, &self.attn_dropout)
+            .or_else(|| crate::fused::attention_inference(qkv, self.n_head, self.causal));
         #[cfg(not(feature = "flex"))]
         {
             let _ = qkv;
@@ -77,7 +79,7 @@ impl SelfAttention {
         let y = if training {
             self.attend(q, k, v)
         } else {
-            // Inference: the backend's fused attention (flex has one; others decompose it).
+            // Inference: the backend's own attention operation (some fuse it, others decompose it).
             let options = AttentionModuleOptions {
                 is_causal: self.causal,
                 ..Default::default()
