@@ -43,6 +43,14 @@ fn on_autodiff_flex<const D: usize>(t: &Tensor<D>) -> Option<FloatTensor<Autodif
     t.clone().try_into_primitive::<Autodiff<Flex>>().ok()
 }
 
+/// `t`'s primitive when it is an f32 tensor on flex without autodiff.
+fn on_plain_flex<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
+    if t.dtype() != DType::F32 {
+        return None;
+    }
+    t.clone().try_into_primitive::<Flex>().ok()
+}
+
 /// `gelu_tanh(x)` when `x` is an f32 tensor on flex (training or inference); `None` otherwise,
 /// for the caller to compose.
 pub fn gelu_tanh<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
@@ -51,10 +59,7 @@ pub fn gelu_tanh<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
             tracked,
         )));
     }
-    if x.dtype() != DType::F32 {
-        return None;
-    }
-    let plain = x.clone().try_into_primitive::<Flex>().ok()?;
+    let plain = on_plain_flex(x)?;
     Some(Tensor::from_primitive::<Flex>(gelu_inference(&plain)))
 }
 
@@ -301,13 +306,8 @@ pub fn attention(
     dropout: &burn::nn::Dropout,
 ) -> Option<Tensor<3>> {
     let tracked = on_autodiff_flex(qkv)?;
-    let [batch, time, three_width] = qkv.dims();
-    let heads = Heads {
-        time,
-        width: three_width / 3,
-        n_head,
-        causal,
-    };
+    let heads = Heads::of(qkv, n_head, causal);
+    let [batch, time, _] = qkv.dims();
     let mask = (dropout.prob > 0.0 && dropout.training.is_enabled()).then(|| {
         let keep = 1.0 - dropout.prob;
         let shape = [batch, n_head, time, time];
@@ -322,18 +322,8 @@ pub fn attention(
 /// and merged by copies around it (10,000 test pairs teacher-forced: about 10% faster, measured
 /// in docs/performance.md).
 pub fn attention_inference(qkv: &Tensor<3>, n_head: usize, causal: bool) -> Option<Tensor<3>> {
-    if qkv.dtype() != DType::F32 {
-        return None;
-    }
-    let plain = qkv.clone().try_into_primitive::<Flex>().ok()?;
-    let [_, time, three_width] = qkv.dims();
-    let heads = Heads {
-        time,
-        width: three_width / 3,
-        n_head,
-        causal,
-    };
-    let (y, _, _) = attention_forward(&plain, heads, None);
+    let plain = on_plain_flex(qkv)?;
+    let (y, _, _) = attention_forward(&plain, Heads::of(qkv, n_head, causal), None);
     Some(Tensor::from_primitive::<Flex>(y))
 }
 
@@ -371,6 +361,17 @@ struct Heads {
 }
 
 impl Heads {
+    /// The geometry of a `[batch, time, 3 x width]` QKV projection output.
+    fn of(qkv: &Tensor<3>, n_head: usize, causal: bool) -> Self {
+        let [_, time, three_width] = qkv.dims();
+        Self {
+            time,
+            width: three_width / 3,
+            n_head,
+            causal,
+        }
+    }
+
     fn head_dim(&self) -> usize {
         self.width / self.n_head
     }
