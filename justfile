@@ -1,7 +1,7 @@
 # symbreak recipes. Install just with `cargo install just` (each recipe shows the cargo command).
 
 # The tensor backend of every recipe: ndarray, flex or wgpu, e.g. `just backend=wgpu sweep-residuals`.
-# Its cargo feature is compiled in (the default features stay on).
+# Its cargo feature is compiled in beside the default, flex.
 backend := "flex"
 # Runs at a time in a sweep (the machine's threads are split between them); `auto`: one per
 # thread on the CPU backends, one on wgpu.
@@ -10,12 +10,12 @@ jobs := "auto"
 default:
     @just --list
 
-# The whole test suite on the default backends (ndarray, flex): the README's test command.
+# The whole test suite on the default backend (flex): the README's test command.
 test *args="":
     cargo test --release --workspace --locked {{args}}
 
-# The backend tests with wgpu compiled in, unoptimised (an optimised wgpu build takes about an hour
-# on two cores); CI runs both. wgpu needs a Vulkan driver: lavapipe (apt-get install mesa-vulkan-drivers) will do.
+# The backend tests with ndarray, flex and wgpu compiled in, unoptimised (an optimised wgpu build
+# takes about an hour on two cores); CI runs both. wgpu needs a Vulkan driver: lavapipe (apt-get install mesa-vulkan-drivers) will do.
 test-wgpu *args="":
     cargo test --profile ci-wgpu -p symbreak-train --features ndarray,flex,wgpu --test backends --locked {{args}}
 

@@ -450,7 +450,7 @@ fn bench_writes_a_json_report() {
         "bench",
         "--tiny",
         "--backend",
-        "ndarray",
+        "flex",
         "--out",
         json.to_str().unwrap(),
     ]);
@@ -486,7 +486,7 @@ fn bench_writes_a_json_report() {
         "--eval-prompts",
         "0",
         "--backend",
-        "ndarray",
+        "flex",
         "--out",
         json.to_str().unwrap(),
     ]);

@@ -268,8 +268,18 @@ fn by_default_a_cpu_sweep_runs_one_run_per_thread() {
         tmp.path(),
         "base = \"smoke\"\n[axes.train]\nbackend = [\"ndarray\", \"flex\"]\n",
     );
-    let plan = auto_plan(&mixed, &out, "2");
-    assert!(plan.contains("on smoke (ndarray, flex): 2 runs"), "{plan}");
+    if cfg!(feature = "ndarray") {
+        let plan = auto_plan(&mixed, &out, "2");
+        assert!(plan.contains("on smoke (ndarray, flex): 2 runs"), "{plan}");
+    } else {
+        let output = sweep_command(&mixed, &out, &["--dry-run"])
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let said = text(&output);
+        assert!(said.contains("rebuild with `--features ndarray`"), "{said}");
+        assert!(!out.exists(), "a refused sweep writes nothing");
+    }
 }
 
 #[test]

@@ -64,8 +64,7 @@ mod tests {
 
     #[test]
     fn equals_burns_tanh_gelu() {
-        #[allow(deprecated)]
-        let device = Device::ndarray();
+        let device = Device::flex();
         let values: Vec<f32> = (-80..=80).map(|i| i as f32 / 10.0).collect();
         let x = Tensor::<1>::from_data(TensorData::new(values, [161]), &device);
         let ours = gelu_tanh(x.clone()).try_to_vec_as::<f32>().unwrap();

@@ -5,9 +5,8 @@ use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use symbreak_model::{Decoder, DecoderConfig, PositionalEncoding};
 
-#[allow(deprecated)]
 fn device() -> Device {
-    Device::ndarray()
+    Device::flex()
 }
 
 fn small(ablate: Vec<usize>) -> Decoder {

@@ -12,9 +12,8 @@ const TOLERANCE: f32 = 1e-4;
 /// moves them by several 1e-3 (measured: 3e-3 to 1e-2), the invariant case by under 2e-7.
 const BROKEN: f32 = 20.0 * TOLERANCE;
 
-#[allow(deprecated)]
 fn device() -> Device {
-    Device::ndarray()
+    Device::flex()
 }
 
 fn model(positional: PositionalEncoding, mask: AttentionMask, seed: u64) -> Decoder {
