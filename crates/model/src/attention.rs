@@ -9,6 +9,7 @@ use burn::tensor::{Bool, Tensor};
 
 use crate::block::linear;
 use crate::config::{AttentionMask, DecoderConfig};
+use crate::dropout::dropout;
 
 #[derive(Module, Debug)]
 pub struct SelfAttention {
@@ -41,7 +42,7 @@ impl SelfAttention {
         let y = self
             .attend_fused(&qkv)
             .unwrap_or_else(|| self.attend_by_heads(qkv));
-        self.resid_dropout.forward(self.c_proj.forward(y))
+        dropout(&self.resid_dropout, self.c_proj.forward(y))
     }
 
     /// On flex: all of attention, from `qkv` to the merged heads, as one operation
@@ -95,7 +96,7 @@ impl SelfAttention {
     fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
         let divisor = (q.dims()[3] as f32).sqrt();
         let weights = attention_weights(q.matmul(k.swap_dims(2, 3)), divisor, self.causal);
-        self.attn_dropout.forward(weights).matmul(v)
+        dropout(&self.attn_dropout, weights).matmul(v)
     }
 }
 

@@ -7,6 +7,7 @@ use burn::tensor::{Device, Int, Tensor};
 
 use crate::block::{Block, LayerActivations, layer_norm, normalize};
 use crate::config::{AttentionMask, ConfigError, DecoderConfig, PositionalEncoding};
+use crate::dropout::dropout;
 
 #[derive(Module, Debug)]
 pub struct Decoder {
@@ -121,7 +122,7 @@ impl Decoder {
             let positions = Tensor::<1, Int>::arange(0..time as i64, &device).unsqueeze::<2>();
             x = x + wpe.forward(positions);
         }
-        self.dropout.forward(x)
+        dropout(&self.dropout, x)
     }
 
     /// Final LayerNorm, then the transposed token embedding as the output projection.

@@ -19,7 +19,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, binary, unary};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
-use burn::tensor::{DType, Distribution, Tensor, TensorData};
+use burn::tensor::{DType, Tensor, TensorData};
 use rayon::prelude::*;
 
 use crate::mlp::{CUBIC, TWO_SQRT_2_OVER_PI};
@@ -33,6 +33,11 @@ const ELEMENTS_PER_TASK: usize = 1 << 14;
 /// The fewest rows of `width` elements one rayon task takes.
 fn rows_per_task(width: usize) -> usize {
     (ELEMENTS_PER_TASK / width.max(1)).max(1)
+}
+
+/// Whether `t` is an f32 tensor on flex with autodiff (the training path of this module).
+pub(crate) fn is_autodiff_flex<const D: usize>(t: &Tensor<D>) -> bool {
+    on_autodiff_flex(t).is_some()
 }
 
 /// `t`'s primitive when it is an f32 tensor on flex with autodiff.
@@ -293,7 +298,7 @@ fn layer_norm_gamma_grad(normalized: &FlexTensor, grad: &FlexTensor) -> FlexTens
 /// autodiff; `None` otherwise. `qkv` is `[batch, time, 3 x width]` (queries, keys, values side by
 /// side, each split into `n_head` heads); the result is `[batch, time, width]`, the heads'
 /// outputs side by side, ready for the output projection. `dropout` acts on the attention weights
-/// as Burn's dropout layer would (same condition, same mask distribution).
+/// as [`crate::dropout::dropout`] would (same condition, same mask).
 ///
 /// Composed, this is a chunk into three, a copy per head split, two batched matrix products with
 /// their transposes, the weights, and a copy to merge the heads, forward; twice as many products
@@ -308,11 +313,9 @@ pub fn attention(
     let tracked = on_autodiff_flex(qkv)?;
     let heads = Heads::of(qkv, n_head, causal);
     let [batch, time, _] = qkv.dims();
-    let mask = (dropout.prob > 0.0 && dropout.training.is_enabled()).then(|| {
-        let keep = 1.0 - dropout.prob;
-        let shape = [batch, n_head, time, time];
-        let kept = Tensor::<4>::random(shape, Distribution::Bernoulli(keep), &qkv.device());
-        kept.mul_scalar(1.0 / keep)
+    let mask = crate::dropout::is_active(dropout).then(|| {
+        let shape = [batch, n_head, time, time].into();
+        crate::dropout::mask(shape, 1.0 - dropout.prob, &qkv.device())
     });
     Some(attention_with_mask(tracked, heads, mask))
 }

@@ -3,7 +3,8 @@
 //! the two residual connections of chosen layers.
 //!
 //! - [`config`]: [`DecoderConfig`], everything that defines a model, validated.
-//! - [`attention`], [`mlp`], [`block`]: the parts of one layer.
+//! - [`attention`], [`mlp`], [`block`]: the parts of one layer; [`dropout`], as Burn's layer
+//!   with a faster mask on flex.
 //! - [`decoder`]: the whole model, its forward pass with an activation cache, and greedy decoding.
 //! - `fused` (feature `flex`): GELU, LayerNorm and (in training) attention in one pass each way
 //!   on the flex backend.
@@ -12,6 +13,7 @@ pub mod attention;
 pub mod block;
 pub mod config;
 pub mod decoder;
+pub mod dropout;
 #[cfg(feature = "flex")]
 pub mod fused;
 pub mod mlp;

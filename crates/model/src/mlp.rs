@@ -8,6 +8,7 @@ use burn::tensor::activation::sigmoid;
 use crate::attention::projection_std;
 use crate::block::linear;
 use crate::config::DecoderConfig;
+use crate::dropout::dropout;
 
 #[derive(Module, Debug)]
 pub struct Mlp {
@@ -28,7 +29,7 @@ impl Mlp {
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let hidden = gelu_tanh(self.c_fc.forward(x));
-        self.dropout.forward(self.c_proj.forward(hidden))
+        dropout(&self.dropout, self.c_proj.forward(hidden))
     }
 }
 
