@@ -7,7 +7,7 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Tensor};
 
-use crate::block::linear;
+use crate::block::{apply, linear};
 use crate::config::{AttentionMask, DecoderConfig};
 use crate::dropout::dropout;
 
@@ -38,11 +38,11 @@ impl SelfAttention {
 
     /// `x`: `[batch, time, width]` -> `[batch, time, width]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let qkv = self.c_attn.forward(x);
+        let qkv = apply(&self.c_attn, x);
         let y = self
             .attend_fused(&qkv)
             .unwrap_or_else(|| self.attend_by_heads(qkv));
-        dropout(&self.resid_dropout, self.c_proj.forward(y))
+        dropout(&self.resid_dropout, apply(&self.c_proj, y))
     }
 
     /// On flex: all of attention, from `qkv` to the merged heads, as one operation

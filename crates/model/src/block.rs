@@ -98,6 +98,24 @@ pub fn linear(d_in: usize, d_out: usize, std: f64, bias: bool, device: &Device) 
     layer
 }
 
+/// `x W` for a weight `[d_in, d_out]`: [`crate::fused::project`] on flex, else Burn's `linear`.
+pub fn project<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = crate::fused::project(&x, &weight) {
+        return y;
+    }
+    burn::tensor::module::linear(x, weight, None)
+}
+
+/// `layer` applied to `x`: through [`project`] when it has no bias (every preset), else by
+/// Burn's layer.
+pub fn apply<const D: usize>(layer: &Linear, x: Tensor<D>) -> Tensor<D> {
+    match layer.bias {
+        None => project(x, layer.weight.val()),
+        Some(_) => layer.forward(x),
+    }
+}
+
 /// The epsilon under the square root of every LayerNorm, PyTorch's and nanoGPT's default.
 const LAYER_NORM_EPSILON: f64 = 1e-5;
 

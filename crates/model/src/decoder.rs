@@ -2,10 +2,9 @@
 
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm};
-use burn::tensor::module::linear;
 use burn::tensor::{Device, Int, Tensor};
 
-use crate::block::{Block, LayerActivations, layer_norm, normalize};
+use crate::block::{Block, LayerActivations, layer_norm, normalize, project};
 use crate::config::{AttentionMask, ConfigError, DecoderConfig, PositionalEncoding};
 use crate::dropout::dropout;
 
@@ -127,10 +126,6 @@ impl Decoder {
 
     /// Final LayerNorm, then the transposed token embedding as the output projection.
     fn head(&self, x: Tensor<3>) -> Tensor<3> {
-        linear(
-            normalize(&self.ln_f, x),
-            self.wte.weight.val().transpose(),
-            None,
-        )
+        project(normalize(&self.ln_f, x), self.wte.weight.val().transpose())
     }
 }

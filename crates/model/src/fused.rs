@@ -294,6 +294,164 @@ fn layer_norm_gamma_grad(normalized: &FlexTensor, grad: &FlexTensor) -> FlexTens
     FlexTensor::from_data(TensorData::new(sums, [width]))
 }
 
+/// `x W` for `x` `[.., d_in]` and a weight `W` `[d_in, d_out]`, both f32 on flex, with autodiff
+/// (training) or without (evaluation); `None` otherwise. Burn's `linear` computes the same product through flex's matmul, whose every
+/// output is a zero-filled buffer that is then allocated again at 16-byte alignment and copied
+/// (about 13% of a quick step, docs/performance.md); here the gemm crate (the one flex calls)
+/// writes into a plain vector, forward and in both backward products.
+pub fn project<const D: usize>(x: &Tensor<D>, weight: &Tensor<2>) -> Option<Tensor<D>> {
+    if let (Some(x), Some(weight)) = (on_plain_flex(x), on_plain_flex(weight)) {
+        let y = project_forward(&x.to_contiguous(), &weight.to_contiguous());
+        return Some(Tensor::from_primitive::<Flex>(y));
+    }
+    let (x, weight) = (on_autodiff_flex(x)?, on_autodiff_flex(weight)?);
+    let inputs = x.primitive().to_contiguous();
+    let weights = weight.primitive().to_contiguous();
+    let y = project_forward(&inputs, &weights);
+    let y = match ProjectBackward
+        .prepare::<NoCheckpointing>([x.node(), weight.node()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => prep.finish((inputs, weights), y),
+        OpsKind::UnTracked(prep) => prep.finish(y),
+    };
+    Some(Tensor::from_primitive::<Autodiff<Flex>>(y))
+}
+
+/// `x W` for contiguous `x` `[.., d_in]` and `W` `[d_in, d_out]`.
+fn project_forward(inputs: &FlexTensor, weights: &FlexTensor) -> FlexTensor {
+    let mut shape = inputs.layout().shape().clone();
+    let [d_in, d_out] = [weights.layout().shape()[0], weights.layout().shape()[1]];
+    let last = shape.num_dims() - 1;
+    assert_eq!(
+        shape[last], d_in,
+        "x's last dimension is the weight's first"
+    );
+    let rows = shape.num_elements() / d_in;
+    let y = product(
+        Matrix::rows(inputs, rows, d_in),
+        Matrix::rows(weights, d_in, d_out),
+    );
+    shape[last] = d_out;
+    FlexTensor::from_data(TensorData::new(y, shape))
+}
+
+#[derive(Debug)]
+struct ProjectBackward;
+
+impl Backward<Flex, 2> for ProjectBackward {
+    /// `x` and `W`, contiguous.
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let (inputs, weights) = ops.state;
+        let [d_in, d_out] = [weights.layout().shape()[0], weights.layout().shape()[1]];
+        let rows = inputs.layout().num_elements() / d_in;
+        binary::<Flex, _, _>(
+            ops.parents,
+            ops.node,
+            grads,
+            // dL/dx = g W^T, in x's shape.
+            |grad| {
+                let grad = grad.to_contiguous();
+                let dx = product(
+                    Matrix::rows(&grad, rows, d_out),
+                    Matrix::rows(&weights, d_in, d_out).transposed(),
+                );
+                FlexTensor::from_data(TensorData::new(dx, inputs.layout().shape().clone()))
+            },
+            // dL/dW = x^T g, summed over every row.
+            |grad| {
+                let grad = grad.to_contiguous();
+                let dw = product(
+                    Matrix::rows(&inputs, rows, d_in).transposed(),
+                    Matrix::rows(&grad, rows, d_out),
+                );
+                FlexTensor::from_data(TensorData::new(dw, [d_in, d_out]))
+            },
+        );
+    }
+}
+
+/// A matrix view of a contiguous f32 tensor: `rows x cols`, with the step between rows and
+/// between columns (a transposed view swaps them).
+#[derive(Clone, Copy)]
+struct Matrix<'a> {
+    values: &'a [f32],
+    rows: usize,
+    cols: usize,
+    row_step: isize,
+    col_step: isize,
+}
+
+impl<'a> Matrix<'a> {
+    /// `t` read as `rows x cols`, row after row.
+    fn rows(t: &'a FlexTensor, rows: usize, cols: usize) -> Self {
+        let values = t.as_slice::<f32>().expect("a contiguous f32 tensor");
+        assert_eq!(values.len(), rows * cols, "a {rows} x {cols} matrix");
+        Matrix {
+            values,
+            rows,
+            cols,
+            row_step: cols as isize,
+            col_step: 1,
+        }
+    }
+
+    fn transposed(self) -> Self {
+        Matrix {
+            rows: self.cols,
+            cols: self.rows,
+            row_step: self.col_step,
+            col_step: self.row_step,
+            ..self
+        }
+    }
+}
+
+/// `a b`, row after row, by the gemm crate: on all of rayon's threads when the product is large
+/// (flex's own threshold, 192^3 multiply-adds), else on this one.
+fn product(a: Matrix, b: Matrix) -> Vec<f32> {
+    assert_eq!(a.cols, b.rows, "inner dimensions");
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut out = vec![0.0f32; m * n];
+    if k == 0 {
+        return out;
+    }
+    let parallelism = if m * n * k >= 192 * 192 * 192 {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: `out` holds m x n values, written with row step n; `a` and `b` are slices holding
+    // m x k and k x n values at their steps (checked when the views were made).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.values.as_ptr(),
+            a.col_step,
+            a.row_step,
+            b.values.as_ptr(),
+            b.col_step,
+            b.row_step,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+    out
+}
+
 /// Multi-head attention from the QKV projection's output when it is an f32 tensor on flex with
 /// autodiff; `None` otherwise. `qkv` is `[batch, time, 3 x width]` (queries, keys, values side by
 /// side, each split into `n_head` heads); the result is `[batch, time, width]`, the heads'
@@ -651,6 +809,54 @@ mod tests {
     }
 
     #[test]
+    fn the_fused_product_and_its_gradients_equal_burns_linear() {
+        let device = Device::flex().autodiff();
+        let wave = |n: usize, f: f32| (0..n).map(|i| (i as f32 * f).sin()).collect::<Vec<f32>>();
+        let x =
+            || Tensor::<3>::from_data(TensorData::new(wave(5 * 7 * 24, 0.37), [5, 7, 24]), &device);
+        // A weight used as stored, and one used transposed (as the tied output head uses its
+        // embedding): a non-contiguous view.
+        let stored =
+            || Tensor::<2>::from_data(TensorData::new(wave(24 * 40, 0.91), [24, 40]), &device);
+        let transposed = || {
+            Tensor::<2>::from_data(TensorData::new(wave(40 * 24, 0.53), [40, 24]), &device)
+                .transpose()
+        };
+        // Output weights that differ per element, so a gradient mixed up between entries shows.
+        let weights =
+            Tensor::<3>::from_data(TensorData::new(wave(5 * 7 * 40, 1.3), [5, 7, 40]), &device);
+        for weight in [&stored as &dyn Fn() -> Tensor<2>, &transposed] {
+            let run = |fused: bool| {
+                let (x, w) = (x().require_grad(), weight().require_grad());
+                let y = if fused {
+                    project(&x, &w).expect("autodiff flex takes the fused path")
+                } else {
+                    burn::tensor::module::linear(x.clone(), w.clone(), None)
+                };
+                let grads = (y.clone() * weights.clone()).sum().backward();
+                [
+                    values(y),
+                    values(x.grad(&grads).unwrap()),
+                    values(w.grad(&grads).unwrap()),
+                ]
+            };
+            let (fused, burns) = (run(true), run(false));
+            for (what, (a, b)) in ["output", "dx", "dW"].iter().zip(fused.iter().zip(&burns)) {
+                assert_eq!(a.len(), b.len(), "{what}");
+                close(a, b, 1e-5, what);
+            }
+        }
+        assert!(project(&x().cast(DType::F64), &stored()).is_none());
+        // Without autodiff (evaluation): the same product.
+        let plain = Device::flex();
+        let x = Tensor::<3>::from_data(x().into_data(), &plain);
+        let w = Tensor::<2>::from_data(stored().into_data(), &plain);
+        let fused = values(project(&x, &w).expect("plain flex takes the fused path"));
+        let burns = values(burn::tensor::module::linear(x, w, None));
+        close(&fused, &burns, 1e-5, "without autodiff");
+    }
+
+    #[test]
     fn other_element_types_and_the_other_flex_mode_get_none() {
         // Other backends fail the same downcast as another mode of flex does; the backend tests
         // (`just test-wgpu`, in CI) run ndarray and wgpu through the model and these functions.
@@ -854,7 +1060,8 @@ mod tests {
     }
 
     /// Inputs big enough to be split over threads: `[20, 2048]` for GELU and LayerNorm (3 tasks
-    /// each), a `[16, 32, 3 x 64]` QKV output (up to 8 tasks) with a dropout mask.
+    /// each), a `[16, 32, 3 x 64]` QKV output (up to 8 tasks) with a dropout mask, and a product
+    /// with a `[2048, 256]` weight.
     fn outputs_and_gradients() -> Vec<Vec<f32>> {
         let device = Device::flex().autodiff();
         let wave = |n: usize, scale: f32| -> Vec<f32> {
@@ -878,18 +1085,26 @@ mod tests {
             n_head: 4,
             causal: true,
         };
+        // 20 x 2048 x 256 multiply-adds per product: past the threshold for several threads.
+        let w = Tensor::<2>::from_data(TensorData::new(wave(524_288, 0.5), [2048, 256]), &device)
+            .require_grad();
         let y = gelu_tanh(&x).unwrap();
         let z = layer_norm(&x, &gamma, 1e-5).unwrap();
         let a = fused_attention(&qkv, heads, Some(mask));
-        let loss = (y.clone() * z.clone()).sum() + (a.clone() * a.clone().sin()).sum();
+        let p = project(&x, &w).unwrap();
+        let loss = (y.clone() * z.clone()).sum()
+            + (a.clone() * a.clone().sin()).sum()
+            + (p.clone() * p.clone().sin()).sum();
         let grads = loss.backward();
         vec![
             values(y),
             values(z),
             values(a),
+            values(p),
             values(x.grad(&grads).unwrap()),
             values(gamma.grad(&grads).unwrap()),
             values(qkv.grad(&grads).unwrap()),
+            values(w.grad(&grads).unwrap()),
         ]
     }
 

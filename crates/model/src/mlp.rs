@@ -6,7 +6,7 @@ use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
 
 use crate::attention::projection_std;
-use crate::block::linear;
+use crate::block::{apply, linear};
 use crate::config::DecoderConfig;
 use crate::dropout::dropout;
 
@@ -28,8 +28,8 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let hidden = gelu_tanh(self.c_fc.forward(x));
-        dropout(&self.dropout, self.c_proj.forward(hidden))
+        let hidden = gelu_tanh(apply(&self.c_fc, x));
+        dropout(&self.dropout, apply(&self.c_proj, hidden))
     }
 }
 
