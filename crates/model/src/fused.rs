@@ -10,7 +10,9 @@
 //! On flex, the default backend, this module computes each function with one loop forward
 //! (keeping what the backward pass needs) and one loop backward, recorded as a single autodiff
 //! operation. Without autodiff (evaluation) the GELU and attention are replaced, and flex's own
-//! LayerNorm kernel serves. Other backends get `None` and compose the functions.
+//! LayerNorm kernel serves. Other backends get `None` and compose the functions. The products of
+//! bias-free linear layers ([`project`]) are here too: one gemm call each way, without the
+//! zero-filled, re-aligned output buffers of flex's matmul.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;

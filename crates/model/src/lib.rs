@@ -6,7 +6,8 @@
 //! - [`attention`], [`mlp`], [`block`]: the parts of one layer; [`dropout`], as Burn's layer
 //!   with a faster mask on flex.
 //! - [`decoder`]: the whole model, its forward pass with an activation cache, and greedy decoding.
-//! - `fused` (feature `flex`): GELU, LayerNorm and (in training) attention in one pass each way
+//! - `fused` (feature `flex`): GELU, LayerNorm, attention and the linear layers' products in one
+//!   pass each way
 //!   on the flex backend.
 
 pub mod attention;
