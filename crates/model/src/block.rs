@@ -98,7 +98,7 @@ pub fn linear(d_in: usize, d_out: usize, std: f64, bias: bool, device: &Device) 
     layer
 }
 
-/// `x W` for a weight `[d_in, d_out]`: [`crate::fused::project`] on flex, else Burn's `linear`.
+/// `x W` for a weight `[d_in, d_out]`: `fused::project` on flex, else Burn's `linear`.
 pub fn project<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     #[cfg(feature = "flex")]
     if let Some(y) = crate::fused::project(&x, &weight) {

@@ -7,8 +7,7 @@
 //!   with a faster mask on flex.
 //! - [`decoder`]: the whole model, its forward pass with an activation cache, and greedy decoding.
 //! - `fused` (feature `flex`): GELU, LayerNorm, attention and the linear layers' products in one
-//!   pass each way
-//!   on the flex backend.
+//!   pass each way on the flex backend.
 
 pub mod attention;
 pub mod block;
