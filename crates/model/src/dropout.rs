@@ -19,24 +19,29 @@ use burn::tensor::{Device, Distribution, Int, Shape, Tensor, TensorData};
 /// by `1 / (1 - layer.prob)`, and only where Burn's layer would act.
 pub fn dropout<const D: usize>(layer: &Dropout, x: Tensor<D>) -> Tensor<D> {
     #[cfg(feature = "flex")]
-    if is_active(layer) && crate::fused::is_autodiff_flex(&x) {
-        let mask = mask(x.shape(), 1.0 - layer.prob, &x.device());
+    if crate::fused::is_autodiff_flex(&x)
+        && let Some(mask) = layer_mask(layer, x.shape(), &x.device())
+    {
         return x * mask;
     }
     layer.forward(x)
 }
 
-/// Whether `layer` drops anything where the device allows it (Burn's condition, less the
-/// device's autodiff, which the caller checks).
-pub(crate) fn is_active(layer: &Dropout) -> bool {
-    layer.prob > 0.0 && layer.training.is_enabled()
-}
-
-/// A dropout mask of `shape` on `device`, with a fresh seed from the device's generator: each
-/// entry `1 / keep` with probability `keep`, else 0.
-pub(crate) fn mask<const D: usize>(shape: Shape, keep: f64, device: &Device) -> Tensor<D> {
+/// `layer`'s mask of `shape` on `device` when it drops anything where the device allows it
+/// (Burn's condition, less the device's autodiff, which the caller checks): each entry
+/// `1 / keep` with probability `keep = 1 - layer.prob`, else 0, from a fresh seed drawn from the
+/// device's generator. `None` when the layer is frozen or its probability is 0.
+pub(crate) fn layer_mask<const D: usize>(
+    layer: &Dropout,
+    shape: Shape,
+    device: &Device,
+) -> Option<Tensor<D>> {
+    if !(layer.prob > 0.0 && layer.training.is_enabled()) {
+        return None;
+    }
+    let keep = 1.0 - layer.prob;
     let values = mask_values(shape.num_elements(), keep, draw_seed(device));
-    Tensor::from_data(TensorData::new(values, shape), device)
+    Some(Tensor::from_data(TensorData::new(values, shape), device))
 }
 
 /// 64 bits from the device's generator (four draws of 16 bits, whatever the integer type).

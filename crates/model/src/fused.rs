@@ -12,7 +12,7 @@
 //! operation. Without autodiff (evaluation) the GELU and attention are replaced, and flex's own
 //! LayerNorm kernel serves. Other backends get `None` and compose the functions. The products of
 //! bias-free linear layers ([`project`]) are here too: one gemm call each way, without the
-//! zero-filled, re-aligned output buffers of flex's matmul.
+//! second allocation and copy of every output that flex's matmul makes.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
@@ -297,10 +297,11 @@ fn layer_norm_gamma_grad(normalized: &FlexTensor, grad: &FlexTensor) -> FlexTens
 }
 
 /// `x W` for `x` `[.., d_in]` and a weight `W` `[d_in, d_out]`, both f32 on flex, with autodiff
-/// (training) or without (evaluation); `None` otherwise. Burn's `linear` computes the same product through flex's matmul, whose every
-/// output is a zero-filled buffer that is then allocated again at 16-byte alignment and copied
-/// (about 13% of a quick step, docs/performance.md); here the gemm crate (the one flex calls)
-/// writes into a plain vector, forward and in both backward products.
+/// (training) or without (evaluation); `None` otherwise. Burn's `linear` computes the same
+/// product through flex's matmul, whose every output is a zero-filled buffer that is then
+/// allocated again at 16-byte alignment and copied (about 13% of a quick step,
+/// docs/performance.md); here the gemm crate (the one flex calls) writes into a vector allocated
+/// once, forward and in both backward products.
 pub fn project<const D: usize>(x: &Tensor<D>, weight: &Tensor<2>) -> Option<Tensor<D>> {
     if let (Some(x), Some(weight)) = (on_plain_flex(x), on_plain_flex(weight)) {
         let y = project_forward(&x.to_contiguous(), &weight.to_contiguous());
@@ -473,10 +474,8 @@ pub fn attention(
     let tracked = on_autodiff_flex(qkv)?;
     let heads = Heads::of(qkv, n_head, causal);
     let [batch, time, _] = qkv.dims();
-    let mask = crate::dropout::is_active(dropout).then(|| {
-        let shape = [batch, n_head, time, time].into();
-        crate::dropout::mask(shape, 1.0 - dropout.prob, &qkv.device())
-    });
+    let shape = [batch, n_head, time, time].into();
+    let mask = crate::dropout::layer_mask(dropout, shape, &qkv.device());
     Some(attention_with_mask(tracked, heads, mask))
 }
 
