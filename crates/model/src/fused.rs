@@ -25,6 +25,7 @@ use burn::tensor::{DType, Tensor, TensorData};
 use rayon::prelude::*;
 
 use crate::mlp::{CUBIC, TWO_SQRT_2_OVER_PI};
+use crate::simd::{add_scaled, dot, lane_sum, widest};
 
 /// The fewest elements one rayon task takes: the loops below use as many threads as Burn's own
 /// operations would (RAYON_NUM_THREADS), but not for tensors so small that splitting costs more.
@@ -229,19 +230,13 @@ fn layer_norm_forward(
     let mut y = vec![0.0f32; values.len()];
     let mut normalized = vec![0.0f32; values.len()];
     let mut denominators = vec![0.0f32; rows];
-    y.par_chunks_mut(width)
-        .zip(normalized.par_chunks_mut(width))
-        .zip(values.par_chunks(width))
-        .zip(&mut denominators)
-        .with_min_len(rows_per_task(width))
-        .for_each(|(((y, normalized), row), denominator)| {
-            let mean = lane_sum(width, |i| row[i]) / width as f32;
-            let variance = lane_sum(width, |i| (row[i] - mean) * (row[i] - mean)) / width as f32;
-            *denominator = (variance + epsilon).sqrt();
-            for (((y, n), &v), &g) in y.iter_mut().zip(normalized.iter_mut()).zip(row).zip(gamma) {
-                *n = (v - mean) / *denominator;
-                *y = *n * g;
-            }
+    let task = rows_per_task(width);
+    y.par_chunks_mut(task * width)
+        .zip(normalized.par_chunks_mut(task * width))
+        .zip(values.par_chunks(task * width))
+        .zip(denominators.par_chunks_mut(task))
+        .for_each(|(((y, normalized), x), denominators)| {
+            layer_norm_rows(x, gamma, epsilon, y, normalized, denominators)
         });
     let shape = x.layout().shape().clone();
     (
@@ -249,6 +244,33 @@ fn layer_norm_forward(
         FlexTensor::from_data(TensorData::new(normalized, shape)),
         FlexTensor::from_data(TensorData::new(denominators, [rows])),
     )
+}
+
+widest! {
+    /// [`layer_norm_forward`] for the rows of `x`, writing `y`, `normalized` and `denominators`.
+    fn layer_norm_rows(
+        x: &[f32],
+        gamma: &[f32],
+        epsilon: f32,
+        y: &mut [f32],
+        normalized: &mut [f32],
+        denominators: &mut [f32],
+    ) {
+        let width = gamma.len();
+        let rows = x
+            .chunks_exact(width)
+            .zip(y.chunks_exact_mut(width))
+            .zip(normalized.chunks_exact_mut(width));
+        for (((row, y), normalized), denominator) in rows.zip(denominators) {
+            let mean = lane_sum(row, row, |v, _| v) / width as f32;
+            let variance = lane_sum(row, row, |v, _| (v - mean) * (v - mean)) / width as f32;
+            *denominator = (variance + epsilon).sqrt();
+            for (((y, n), &v), &g) in y.iter_mut().zip(normalized.iter_mut()).zip(row).zip(gamma) {
+                *n = (v - mean) / *denominator;
+                *y = *n * g;
+            }
+        }
+    }
 }
 
 /// `dL/dx = (d - mean(d) - n mean(d n)) / denominator` per row, with `d = grad * gamma` and `n`
@@ -266,19 +288,43 @@ fn layer_norm_input_grad(
     let gamma = gamma.as_slice::<f32>().unwrap();
     let width = gamma.len();
     let mut out = vec![0.0f32; g.len()];
-    out.par_chunks_mut(width)
-        .zip(g.par_chunks(width))
-        .zip(normalized.par_chunks(width))
-        .zip(denominators)
-        .with_min_len(rows_per_task(width))
-        .for_each(|(((out, g), n), denominator)| {
-            let mean_d = lane_sum(width, |i| g[i] * gamma[i]) / width as f32;
-            let mean_dn = lane_sum(width, |i| g[i] * gamma[i] * n[i]) / width as f32;
-            for (((o, &g), &n), &w) in out.iter_mut().zip(g).zip(n).zip(gamma) {
-                *o = (g * w - mean_d - n * mean_dn) / denominator;
-            }
+    let task = rows_per_task(width);
+    out.par_chunks_mut(task * width)
+        .zip(g.par_chunks(task * width))
+        .zip(normalized.par_chunks(task * width))
+        .zip(denominators.par_chunks(task))
+        .for_each(|(((out, g), n), denominators)| {
+            layer_norm_input_grad_rows(g, n, denominators, gamma, out)
         });
     FlexTensor::from_data(TensorData::new(out, grad.layout().shape().clone()))
+}
+
+widest! {
+    /// [`layer_norm_input_grad`] for the rows of `g`, writing `out`.
+    fn layer_norm_input_grad_rows(
+        g: &[f32],
+        normalized: &[f32],
+        denominators: &[f32],
+        gamma: &[f32],
+        out: &mut [f32],
+    ) {
+        let width = gamma.len();
+        let mut d = vec![0.0f32; width];
+        let rows = g
+            .chunks_exact(width)
+            .zip(normalized.chunks_exact(width))
+            .zip(out.chunks_exact_mut(width));
+        for (((g, n), out), denominator) in rows.zip(denominators) {
+            for ((d, &g), &w) in d.iter_mut().zip(g).zip(gamma) {
+                *d = g * w;
+            }
+            let mean_d = lane_sum(&d, &d, |d, _| d) / width as f32;
+            let mean_dn = lane_sum(&d, n, |d, n| d * n) / width as f32;
+            for ((o, &d), &n) in out.iter_mut().zip(&d).zip(n) {
+                *o = (d - mean_d - n * mean_dn) / denominator;
+            }
+        }
+    }
 }
 
 /// `dL/dgamma`: `grad * normalized` summed over every row.
@@ -534,17 +580,20 @@ impl Heads {
         }
     }
 
+    #[inline(always)]
     fn head_dim(&self) -> usize {
         self.width / self.n_head
     }
 
     /// How many keys query `i` sees.
+    #[inline(always)]
     fn visible(&self, query: usize) -> usize {
         if self.causal { query + 1 } else { self.time }
     }
 
     /// `head`'s keys or values (`part` 1 or 2) of one batch row, transposed into `out`:
     /// `[head_dim, time]`, each dimension's values along the positions.
+    #[inline(always)]
     fn transpose(&self, x: &[f32], part: usize, head: usize, out: &mut [f32]) {
         for position in 0..self.time {
             for (d, &v) in x[self.range(part, head, position)].iter().enumerate() {
@@ -555,6 +604,7 @@ impl Heads {
 
     /// Query, key or value (`part` 0, 1, 2) of `head` at `position`, within one batch row's
     /// `[time, 3 x width]` slice.
+    #[inline(always)]
     fn range(&self, part: usize, head: usize, position: usize) -> std::ops::Range<usize> {
         let start = position * 3 * self.width + part * self.width + head * self.head_dim();
         start..start + self.head_dim()
@@ -596,7 +646,6 @@ fn attention_forward(
         n_head,
         ..
     } = heads;
-    let divisor = (heads.head_dim() as f32).sqrt();
     let batch = x.len() / (time * 3 * width);
     let per_row = n_head * time * time;
     let mut y = vec![0.0f32; batch * time * width];
@@ -608,35 +657,56 @@ fn attention_forward(
         .with_min_len(rows_per_task(time * 3 * width))
         .for_each(|(b, ((y, weights), x))| {
             let mask = mask.map(|m| &m[b * per_row..(b + 1) * per_row]);
-            let mut keys = vec![0.0f32; heads.head_dim() * time];
-            for head in 0..n_head {
-                heads.transpose(x, KEY, head, &mut keys);
-                for i in 0..time {
-                    let start = (head * time + i) * time;
-                    let row = &mut weights[start..start + heads.visible(i)];
-                    // The scores `q_i . k_j` for every visible key at once, one dimension at a
-                    // time: loops along the keys, which the compiler vectorises.
-                    let query = &x[heads.range(QUERY, head, i)];
-                    for (&q, keys) in query.iter().zip(keys.chunks_exact(time)) {
-                        add_scaled(row, q, keys);
-                    }
-                    for score in row.iter_mut() {
-                        *score /= divisor;
-                    }
-                    softmax(row);
-                    let out = &mut y[i * width + head * heads.head_dim()..][..heads.head_dim()];
-                    for (j, &w) in row.iter().enumerate() {
-                        let w = mask.map_or(w, |m| w * m[start + j]);
-                        add_scaled(out, w, &x[heads.range(VALUE, head, j)]);
-                    }
-                }
-            }
+            attention_forward_row(heads, x, mask, y, weights)
         });
     (
         FlexTensor::from_data(TensorData::new(y, [batch, time, width])),
         qkv,
         FlexTensor::from_data(TensorData::new(weights, [batch, n_head, time, time])),
     )
+}
+
+widest! {
+    /// [`attention_forward`] for one batch row: its `qkv` `x` (`[time, 3 x width]`) and dropout mask
+    /// (`[heads, time, time]`), writing its output `y` and weights.
+    fn attention_forward_row(
+        heads: Heads,
+        x: &[f32],
+        mask: Option<&[f32]>,
+        y: &mut [f32],
+        weights: &mut [f32],
+    ) {
+        let Heads {
+            time,
+            width,
+            n_head,
+            ..
+        } = heads;
+        let divisor = (heads.head_dim() as f32).sqrt();
+        let mut keys = vec![0.0f32; heads.head_dim() * time];
+        for head in 0..n_head {
+            heads.transpose(x, KEY, head, &mut keys);
+            for i in 0..time {
+                let start = (head * time + i) * time;
+                let row = &mut weights[start..start + heads.visible(i)];
+                // The scores `q_i . k_j` for every visible key at once, one dimension at a time:
+                // loops along the keys, which the compiler vectorises.
+                let query = &x[heads.range(QUERY, head, i)];
+                for (&q, keys) in query.iter().zip(keys.chunks_exact(time)) {
+                    add_scaled(row, q, keys);
+                }
+                for score in row.iter_mut() {
+                    *score /= divisor;
+                }
+                softmax(row);
+                let out = &mut y[i * width + head * heads.head_dim()..][..heads.head_dim()];
+                for (j, &w) in row.iter().enumerate() {
+                    let w = mask.map_or(w, |m| w * m[start + j]);
+                    add_scaled(out, w, &x[heads.range(VALUE, head, j)]);
+                }
+            }
+        }
+    }
 }
 
 /// The gradient with respect to `qkv`, from the output's `g`: for each query `i` and visible key
@@ -662,8 +732,6 @@ fn attention_backward(
         n_head,
         ..
     } = heads;
-    let head_dim = heads.head_dim();
-    let divisor = (head_dim as f32).sqrt();
     let per_row = n_head * time * time;
     let mut out = vec![0.0f32; x.len()];
     out.par_chunks_mut(time * 3 * width)
@@ -674,56 +742,67 @@ fn attention_backward(
         .with_min_len(rows_per_task(time * 3 * width))
         .for_each(|(b, (((dx, g), x), weights))| {
             let mask = mask.map(|m| &m[b * per_row..(b + 1) * per_row]);
-            let mut d_weights = vec![0.0f32; time];
-            let mut d_query = vec![0.0f32; head_dim];
-            let mut values = vec![0.0f32; head_dim * time];
-            for head in 0..n_head {
-                heads.transpose(x, VALUE, head, &mut values);
-                for i in 0..time {
-                    let start = (head * time + i) * time;
-                    let row = &weights[start..start + heads.visible(i)];
-                    let g = &g[i * width + head * head_dim..][..head_dim];
-                    // `g_i . v_j` for every visible key, one dimension at a time (as the scores).
-                    let d_weights = &mut d_weights[..row.len()];
-                    d_weights.fill(0.0);
-                    for (&g, values) in g.iter().zip(values.chunks_exact(time)) {
-                        add_scaled(d_weights, g, values);
-                    }
-                    for (j, (&w, dw)) in row.iter().zip(d_weights.iter_mut()).enumerate() {
-                        let m = mask.map_or(1.0, |m| m[start + j]);
-                        *dw *= m;
-                        add_scaled(&mut dx[heads.range(VALUE, head, j)], w * m, g);
-                    }
-                    let d_weights = &*d_weights;
-                    let through = dot(row, d_weights);
-                    d_query.fill(0.0);
-                    let query = &x[heads.range(QUERY, head, i)];
-                    for (j, (&w, &dw)) in row.iter().zip(d_weights).enumerate() {
-                        let d_score = w * (dw - through) / divisor;
-                        add_scaled(&mut d_query, d_score, &x[heads.range(KEY, head, j)]);
-                        add_scaled(&mut dx[heads.range(KEY, head, j)], d_score, query);
-                    }
-                    add_scaled(&mut dx[heads.range(QUERY, head, i)], 1.0, &d_query);
-                }
-            }
+            attention_backward_row(heads, x, weights, mask, g, dx)
         });
     FlexTensor::from_data(TensorData::new(out, qkv.layout().shape().clone()))
 }
 
-/// `a . b` in eight running sums (see [`lane_sum`]).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let b = &b[..a.len()];
-    lane_sum(a.len(), |i| a[i] * b[i])
-}
-
-/// `out += scale * x`.
-fn add_scaled(out: &mut [f32], scale: f32, x: &[f32]) {
-    for (o, &x) in out.iter_mut().zip(x) {
-        *o += scale * x;
+widest! {
+    /// [`attention_backward`] for one batch row: its `qkv` `x`, weights, dropout mask and output
+    /// gradient `g`, writing its part `dx` of the gradient.
+    fn attention_backward_row(
+        heads: Heads,
+        x: &[f32],
+        weights: &[f32],
+        mask: Option<&[f32]>,
+        g: &[f32],
+        dx: &mut [f32],
+    ) {
+        let Heads {
+            time,
+            width,
+            n_head,
+            ..
+        } = heads;
+        let head_dim = heads.head_dim();
+        let divisor = (head_dim as f32).sqrt();
+        let mut d_weights = vec![0.0f32; time];
+        let mut d_query = vec![0.0f32; head_dim];
+        let mut values = vec![0.0f32; head_dim * time];
+        for head in 0..n_head {
+            heads.transpose(x, VALUE, head, &mut values);
+            for i in 0..time {
+                let start = (head * time + i) * time;
+                let row = &weights[start..start + heads.visible(i)];
+                let g = &g[i * width + head * head_dim..][..head_dim];
+                // `g_i . v_j` for every visible key, one dimension at a time (as the scores).
+                let d_weights = &mut d_weights[..row.len()];
+                d_weights.fill(0.0);
+                for (&g, values) in g.iter().zip(values.chunks_exact(time)) {
+                    add_scaled(d_weights, g, values);
+                }
+                for (j, (&w, dw)) in row.iter().zip(d_weights.iter_mut()).enumerate() {
+                    let m = mask.map_or(1.0, |m| m[start + j]);
+                    *dw *= m;
+                    add_scaled(&mut dx[heads.range(VALUE, head, j)], w * m, g);
+                }
+                let d_weights = &*d_weights;
+                let through = dot(row, d_weights);
+                d_query.fill(0.0);
+                let query = &x[heads.range(QUERY, head, i)];
+                for (j, (&w, &dw)) in row.iter().zip(d_weights).enumerate() {
+                    let d_score = w * (dw - through) / divisor;
+                    add_scaled(&mut d_query, d_score, &x[heads.range(KEY, head, j)]);
+                    add_scaled(&mut dx[heads.range(KEY, head, j)], d_score, query);
+                }
+                add_scaled(&mut dx[heads.range(QUERY, head, i)], 1.0, &d_query);
+            }
+        }
     }
 }
 
 /// In place: subtract the maximum, exponentiate, normalise.
+#[inline(always)]
 fn softmax(row: &mut [f32]) {
     let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     let mut sum = 0.0f32;
@@ -734,19 +813,6 @@ fn softmax(row: &mut [f32]) {
     for v in row.iter_mut() {
         *v /= sum;
     }
-}
-
-/// `f(0) + f(1) + ... + f(len - 1)` in eight running sums, which the compiler can keep in one
-/// vector register (it may not reorder a single running sum).
-fn lane_sum(len: usize, f: impl Fn(usize) -> f32) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let whole = len / 8 * 8;
-    for start in (0..whole).step_by(8) {
-        for (lane, sum) in lanes.iter_mut().enumerate() {
-            *sum += f(start + lane);
-        }
-    }
-    lanes.iter().sum::<f32>() + (whole..len).map(f).sum::<f32>()
 }
 
 /// The logistic function with the same rounding as flex's: `1 / (1 + e)` for `v >= 0` and

@@ -7,7 +7,8 @@
 //!   with a faster mask on flex.
 //! - [`decoder`]: the whole model, its forward pass with an activation cache, and greedy decoding.
 //! - `fused` (feature `flex`): GELU, LayerNorm, attention and the linear layers' products in one
-//!   pass each way on the flex backend.
+//!   pass each way on the flex backend; `simd`, the helper that compiles their loops for AVX-512
+//!   or AVX2 where the CPU has them.
 
 pub mod attention;
 pub mod block;
@@ -17,6 +18,8 @@ pub mod dropout;
 #[cfg(feature = "flex")]
 pub mod fused;
 pub mod mlp;
+#[cfg(feature = "flex")]
+mod simd;
 
 pub use block::LayerActivations;
 pub use config::{AttentionMask, ConfigError, DecoderConfig, PositionalEncoding};
