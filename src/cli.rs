@@ -25,7 +25,7 @@ pub enum Command {
     Train {
         #[command(flatten)]
         config: ConfigArgs,
-        /// The run folder (default: runs/<preset>/<run name>).
+        /// The run folder (default: runs/PRESET/RUN_NAME, e.g. runs/quick/nope-ablate-1_2-seed2).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Continue the unfinished run in the folder from its last checkpoint.
@@ -178,7 +178,7 @@ pub struct ConfigArgs {
     /// A run configuration file (TOML), e.g. experiments/quick.toml.
     #[arg(long, conflicts_with = "preset")]
     config: Option<PathBuf>,
-    /// A built-in preset: paper, quick or smoke (the files in experiments/).
+    /// A built-in preset: paper, quick, quick-long or smoke (the files in experiments/).
     #[arg(long)]
     preset: Option<String>,
     /// Positional encoding: learned or none.

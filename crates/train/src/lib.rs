@@ -8,7 +8,7 @@
 //! - [`evaluate`]: exact-match accuracy of greedy answers (teacher-forced for causal models).
 //! - [`mistakes`]: the test pairs a model answers wrong, and where they fall.
 //! - [`run`]: the run folder: training, resuming, finishing, evaluating and predicting.
-//! - [`bench`]: timings of training steps and evaluation (`symbreak bench`).
+//! - [`bench`](mod@bench): timings of training steps and evaluation (`symbreak bench`).
 //! - [`sweep`]: grids of runs, planned, sharded and run in parallel processes.
 
 pub mod backend;
