@@ -5,6 +5,7 @@ mod cli;
 mod closed_pipe;
 mod commands;
 mod memory;
+mod subnormals;
 
 use std::process::ExitCode;
 
@@ -15,6 +16,7 @@ use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     memory::keep_freed_memory();
+    subnormals::flush_subnormals_to_zero();
     closed_pipe::end_quietly_on_closed_pipe();
     match execute(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
