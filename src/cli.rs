@@ -178,7 +178,8 @@ pub struct ConfigArgs {
     /// A run configuration file (TOML), e.g. experiments/quick.toml.
     #[arg(long, conflicts_with = "preset")]
     config: Option<PathBuf>,
-    /// A built-in preset: paper, quick, quick-long or smoke (the files in experiments/).
+    /// A built-in preset: a file of experiments/ without its `.toml` (paper, quick, ...; an unknown
+    /// name lists them all).
     #[arg(long)]
     preset: Option<String>,
     /// Positional encoding: learned or none.

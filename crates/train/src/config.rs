@@ -99,12 +99,16 @@ fn error<T>(message: impl Into<String>) -> Result<T, ConfigError> {
 }
 
 /// The presets shipped in `experiments/`, compiled in so that `--preset` works from any folder.
-pub const PRESETS: [(&str, &str); 4] = [
+pub const PRESETS: [(&str, &str); 5] = [
     ("paper", include_str!("../../../experiments/paper.toml")),
     ("quick", include_str!("../../../experiments/quick.toml")),
     (
         "quick-long",
         include_str!("../../../experiments/quick-long.toml"),
+    ),
+    (
+        "quick-offsets",
+        include_str!("../../../experiments/quick-offsets.toml"),
     ),
     ("smoke", include_str!("../../../experiments/smoke.toml")),
 ];
