@@ -53,7 +53,7 @@ restore-results preset="quick":
 bench *args="":
     cargo run --release --features ndarray,flex,{{backend}} -- bench {{args}}
 
-# Train one run of a preset (a file of experiments/ without its .toml: paper, quick, ...), with extra options, e.g. `just train quick --positional none`.
+# Train one run of a preset (a run configuration in experiments/ named without .toml: paper, quick, ...), with extra options, e.g. `just train quick --positional none`.
 train preset="quick" *args="":
     cargo run --release --features {{backend}} -- train --preset {{preset}} --backend {{backend}} {{args}}
 

@@ -178,8 +178,8 @@ pub struct ConfigArgs {
     /// A run configuration file (TOML), e.g. experiments/quick.toml.
     #[arg(long, conflicts_with = "preset")]
     config: Option<PathBuf>,
-    /// A built-in preset: a file of experiments/ without its `.toml` (paper, quick, ...; an unknown
-    /// name lists them all).
+    /// A built-in preset, one of the run configurations in experiments/ named without `.toml`
+    /// (paper, quick, ...; an unknown name lists them all).
     #[arg(long)]
     preset: Option<String>,
     /// Positional encoding: learned or none.
