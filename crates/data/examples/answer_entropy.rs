@@ -10,34 +10,36 @@
 
 use std::collections::HashMap;
 
-use symbreak_data::{AdditionTask, TaskConfig};
+use symbreak_data::{AdditionTask, Pair, TaskConfig};
 
-/// One answer token in its line: the operands, the answer written so far, and the token itself.
-struct AnswerToken<'a> {
-    a: &'a str,
-    b: &'a str,
-    written: &'a str,
+/// One answer token of a training line: the operands, the answer written so far, and the token.
+struct AnswerToken {
+    pair: Pair,
+    written: String,
     next: char,
 }
 
-impl AnswerToken<'_> {
+impl AnswerToken {
     fn index(&self) -> usize {
         self.written.len()
     }
 
     fn lengths(&self) -> (usize, usize) {
-        (self.a.len(), self.b.len())
+        (self.pair.a.to_string().len(), self.pair.b.to_string().len())
     }
 
-    fn ones_digits(&self) -> (Option<char>, Option<char>) {
-        (self.a.chars().last(), self.b.chars().last())
+    fn ones_digits(&self) -> (u64, u64) {
+        (self.pair.a % 10, self.pair.b % 10)
     }
 }
 
 fn main() {
     let task = AdditionTask::generate(&TaskConfig::default()).expect("the default task is valid");
-    let lines = task.train_lines();
-    let tokens: Vec<AnswerToken> = lines.iter().flat_map(|line| answer_tokens(line)).collect();
+    let tokens: Vec<AnswerToken> = task
+        .train
+        .iter()
+        .flat_map(|&pair| answer_tokens(&task.config, pair))
+        .collect();
 
     // Each level groups the answer tokens by what the model sees (a key written as text).
     type Key = fn(&AnswerToken) -> String;
@@ -50,7 +52,7 @@ fn main() {
             format!("{:?}", (t.index(), t.lengths()))
         }),
         ("its index, the operands' lengths, the answer so far", |t| {
-            format!("{:?}", (t.index(), t.lengths(), t.written))
+            format!("{:?}", (t.index(), t.lengths(), &t.written))
         }),
         ("its index, the operands' lengths and ones digits", |t| {
             format!("{:?}", (t.index(), t.lengths(), t.ones_digits()))
@@ -59,7 +61,7 @@ fn main() {
 
     println!(
         "{} training lines, {} answer tokens; ln 11 = {:.4}",
-        lines.len(),
+        task.train.len(),
         tokens.len(),
         11f64.ln()
     );
@@ -71,17 +73,14 @@ fn main() {
     }
 }
 
-/// The answer tokens of one line `$a+b=answer$`.
-fn answer_tokens(line: &str) -> Vec<AnswerToken<'_>> {
-    let body = line.trim_end().trim_start_matches('$');
-    let (question, answer) = body.split_once('=').expect("a training line has `=`");
-    let (a, b) = question.split_once('+').expect("a training line has `+`");
+/// The answer tokens of one training line: what a correct model writes after `=`.
+fn answer_tokens(config: &TaskConfig, pair: Pair) -> Vec<AnswerToken> {
+    let answer = config.written_answer(pair.sum());
     answer
         .char_indices()
         .map(|(i, next)| AnswerToken {
-            a,
-            b,
-            written: &answer[..i],
+            pair,
+            written: answer[..i].to_string(),
             next,
         })
         .collect()
