@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use symbreak_data::{Pair, TaskConfig, Tokenizer};
+use symbreak_data::{Pair, TaskConfig, Tokenizer, digit_count};
 use symbreak_model::Decoder;
 
 /// Lines run through the model at a time (bounds the memory of the activation cache).
@@ -25,10 +25,7 @@ pub struct Lines {
 impl Lines {
     /// The first `count` test pairs of the most common shape (digits of a, of b, of the sum).
     pub fn most_common_shape(task: &TaskConfig, test: &[Pair], count: usize) -> Lines {
-        let shape = |p: &Pair| {
-            let digits = |n: u64| n.to_string().len();
-            (digits(p.a), digits(p.b), digits(p.sum()))
-        };
+        let shape = |p: &Pair| (digit_count(p.a), digit_count(p.b), digit_count(p.sum()));
         let mut counts: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
         for pair in test {
             *counts.entry(shape(pair)).or_default() += 1;

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use symbreak_data::{AdditionTask, Pair, TaskConfig};
+use symbreak_data::{AdditionTask, Pair, TaskConfig, digit_count};
 
 /// One answer token of a training line: the operands, the answer written so far, and the token.
 struct AnswerToken {
@@ -25,7 +25,7 @@ impl AnswerToken {
     }
 
     fn lengths(&self) -> (usize, usize) {
-        (self.pair.a.to_string().len(), self.pair.b.to_string().len())
+        (digit_count(self.pair.a), digit_count(self.pair.b))
     }
 
     fn ones_digits(&self) -> (u64, u64) {

@@ -11,7 +11,7 @@ pub mod tokenizer;
 pub mod windows;
 
 pub use prompt::{Prompt, parse_answer};
-pub use task::{AdditionTask, Pair, TaskConfig, TaskError, carries};
+pub use task::{AdditionTask, Pair, TaskConfig, TaskError, carries, digit_count};
 pub use tokenizer::{TokenError, Tokenizer};
 pub use windows::{
     Batching, IGNORED, LossTargets, WindowBatch, WindowSampler, answer_tokens, masks_targets,

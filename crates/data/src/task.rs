@@ -74,6 +74,11 @@ impl fmt::Display for TaskError {
 
 impl std::error::Error for TaskError {}
 
+/// How many digits `n` is written with (0 is written with one).
+pub fn digit_count(n: u64) -> usize {
+    n.to_string().len()
+}
+
 /// How many column additions of `a + b` carry a one into the next column.
 pub fn carries(a: u64, b: u64) -> u32 {
     let (mut a, mut b, mut carry, mut count) = (a, b, 0, 0);
@@ -280,6 +285,15 @@ mod tests {
         assert_eq!(carries(999, 1), 3);
         assert_eq!(carries(555, 555), 3);
         assert_eq!(carries(0, 0), 0);
+    }
+
+    #[test]
+    fn counts_the_digits_a_number_is_written_with() {
+        assert_eq!(digit_count(0), 1);
+        assert_eq!(digit_count(7), 1);
+        assert_eq!(digit_count(10), 2);
+        assert_eq!(digit_count(999), 3);
+        assert_eq!(digit_count(1000), 4);
     }
 
     #[test]

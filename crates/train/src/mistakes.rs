@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use burn::tensor::Device;
-use symbreak_data::{Pair, TaskConfig, carries};
+use symbreak_data::{Pair, TaskConfig, carries, digit_count};
 use symbreak_model::Decoder;
 
 use crate::batches::eval_groups;
@@ -108,10 +108,9 @@ pub fn summary(mistakes: &[Mistake], pairs: &[Pair], task: &TaskConfig) -> Strin
         text += &share(format!("{count} carries"), &|p| carries(p.a, p.b) == count);
     }
     text.push_str("by operand lengths:\n");
-    let len = |n: u64| n.to_string().len();
     for a_len in 1..=task.digits as usize {
         for b_len in 1..=task.digits as usize {
-            let lengths = |p: Pair| len(p.a) == a_len && len(p.b) == b_len;
+            let lengths = |p: Pair| digit_count(p.a) == a_len && digit_count(p.b) == b_len;
             if pairs.iter().any(|&p| lengths(p)) {
                 text += &share(format!("{a_len}+{b_len} digits"), &lengths);
             }
@@ -120,7 +119,7 @@ pub fn summary(mistakes: &[Mistake], pairs: &[Pair], task: &TaskConfig) -> Strin
     text.push_str("by answer length:\n");
     let longest = task.digits as usize + 1;
     for answer_len in 1..=longest {
-        let digits = |p: Pair| len(p.sum()) == answer_len;
+        let digits = |p: Pair| digit_count(p.sum()) == answer_len;
         if pairs.iter().any(|&p| digits(p)) {
             text += &share(format!("{answer_len} digits"), &digits);
         }
