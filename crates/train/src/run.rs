@@ -118,7 +118,12 @@ impl RunPaths {
 }
 
 /// Writes a file so that a reader never sees it half-written: a temporary file, then a rename.
+/// A path that exists and is not a regular file (`/dev/null`, `/dev/stdout`, a pipe) is written
+/// to directly: a rename would replace the device or pipe with a regular file.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    if fs::metadata(path).is_ok_and(|meta| !meta.is_file() && !meta.is_dir()) {
+        return fs::write(path, contents);
+    }
     let tmp = path.with_extension("partial");
     fs::write(&tmp, contents)?;
     fs::File::open(&tmp)?.sync_all()?;
@@ -512,4 +517,36 @@ pub fn predict(run: &FinishedRun, question: &str) -> Result<Prediction, RunError
         generated,
         answer,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `eval --mistakes /dev/null` once replaced the machine's /dev/null with a regular file.
+    /// A named pipe stands in for a device here, so that a regression cannot harm the machine.
+    #[cfg(unix)]
+    #[test]
+    fn write_atomic_writes_into_a_pipe_instead_of_replacing_it() {
+        use std::io::Read;
+        use std::os::unix::fs::FileTypeExt;
+
+        let dir = std::env::temp_dir().join(format!("symbreak-pipe-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let pipe = dir.join("out.csv");
+        let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
+        assert!(made.success(), "mkfifo failed");
+        let reader = {
+            let pipe = pipe.clone();
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                fs::File::open(pipe).unwrap().read_to_string(&mut text).unwrap();
+                text
+            })
+        };
+        write_atomic(&pipe, b"a,b\n").unwrap();
+        assert!(fs::metadata(&pipe).unwrap().file_type().is_fifo(), "the pipe was replaced");
+        assert_eq!(reader.join().unwrap(), "a,b\n");
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }
