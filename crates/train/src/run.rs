@@ -531,9 +531,8 @@ mod tests {
         use std::io::Read;
         use std::os::unix::fs::FileTypeExt;
 
-        let dir = std::env::temp_dir().join(format!("symbreak-pipe-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let pipe = dir.join("out.csv");
+        let dir = tempfile::tempdir().unwrap();
+        let pipe = dir.path().join("out.csv");
         let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
         assert!(made.success(), "mkfifo failed");
         let reader = {
@@ -547,6 +546,5 @@ mod tests {
         write_atomic(&pipe, b"a,b\n").unwrap();
         assert!(fs::metadata(&pipe).unwrap().file_type().is_fifo(), "the pipe was replaced");
         assert_eq!(reader.join().unwrap(), "a,b\n");
-        fs::remove_dir_all(&dir).unwrap();
     }
 }
