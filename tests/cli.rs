@@ -102,6 +102,12 @@ fn the_smoke_preset_learns_addition_and_eval_reproduces_it() {
             String::from_utf8_lossy(&out.stdout).trim().to_string()
         });
     assert_eq!(result["symbreak_commit"], head.as_str());
+    let cpu = result["cpu_vectors"].as_str().unwrap_or_default();
+    assert_eq!(
+        cpu,
+        symbreak_train::backend::cpu_vectors(),
+        "result.json names the CPU's vector instructions"
+    );
 
     let rows = fs::read_to_string(dir.join("metrics.csv")).unwrap();
     assert_eq!(

@@ -534,6 +534,7 @@ mod tests {
                 seed: 1,
                 symbreak_version: "test".into(),
                 symbreak_commit: None,
+                cpu_vectors: None,
             },
         }
     }

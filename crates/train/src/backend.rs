@@ -95,6 +95,30 @@ impl Backend {
     }
 }
 
+/// The widest vector instructions this CPU offers: `x86_64 avx512f`, `x86_64 avx2+fma`,
+/// `x86_64 sse2`, or elsewhere the architecture's name. The CPU backends' kernels pick theirs at
+/// run time, so a CPU run can be expected to repeat bit for bit only on a CPU of the same kind
+/// (the same run on an AVX-512 and on an AVX2 machine differed at its first evaluation,
+/// docs/backends.md), and its speed depends on it too.
+pub fn cpu_vectors() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            "x86_64 avx512f"
+        } else if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            "x86_64 avx2+fma"
+        } else {
+            "x86_64 sse2"
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        std::env::consts::ARCH
+    }
+}
+
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -134,6 +134,8 @@ pub struct Report {
     pub symbreak_version: &'static str,
     pub burn_version: &'static str,
     pub cpus: usize,
+    /// The CPU's widest vector instructions ([`crate::backend::cpu_vectors`]).
+    pub cpu_vectors: &'static str,
     pub rayon_threads: Option<String>,
     pub steps: Vec<StepTiming>,
     pub eval: Vec<EvalTiming>,
@@ -145,6 +147,7 @@ impl Report {
             symbreak_version: env!("CARGO_PKG_VERSION"),
             burn_version: "0.22.1",
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_vectors: crate::backend::cpu_vectors(),
             rayon_threads: std::env::var("RAYON_NUM_THREADS").ok(),
             steps: Vec::new(),
             eval: Vec::new(),

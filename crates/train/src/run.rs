@@ -80,6 +80,11 @@ pub struct RunResult {
     /// it was recorded.
     #[serde(default)]
     pub symbreak_commit: Option<String>,
+    /// The CPU's widest vector instructions ([`crate::backend::cpu_vectors`]): a CPU run repeats
+    /// bit for bit only on a CPU of the same kind. Absent in results written before it was
+    /// recorded.
+    #[serde(default)]
+    pub cpu_vectors: Option<String>,
 }
 
 /// The files of one run folder.
@@ -282,6 +287,7 @@ pub fn train(
         seed: train.seed,
         symbreak_version: env!("CARGO_PKG_VERSION").to_string(),
         symbreak_commit: Some(env!("SYMBREAK_COMMIT").to_string()),
+        cpu_vectors: Some(crate::backend::cpu_vectors().to_string()),
     };
     let json = serde_json::to_string_pretty(&result).expect("a result serializes");
     write_atomic(&paths.result(), json.as_bytes()).map_err(failed("cannot write result.json"))?;
@@ -533,18 +539,27 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let pipe = dir.path().join("out.csv");
-        let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&pipe)
+            .status()
+            .unwrap();
         assert!(made.success(), "mkfifo failed");
         let reader = {
             let pipe = pipe.clone();
             std::thread::spawn(move || {
                 let mut text = String::new();
-                fs::File::open(pipe).unwrap().read_to_string(&mut text).unwrap();
+                fs::File::open(pipe)
+                    .unwrap()
+                    .read_to_string(&mut text)
+                    .unwrap();
                 text
             })
         };
         write_atomic(&pipe, b"a,b\n").unwrap();
-        assert!(fs::metadata(&pipe).unwrap().file_type().is_fifo(), "the pipe was replaced");
+        assert!(
+            fs::metadata(&pipe).unwrap().file_type().is_fifo(),
+            "the pipe was replaced"
+        );
         assert_eq!(reader.join().unwrap(), "a,b\n");
     }
 }
