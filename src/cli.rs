@@ -93,6 +93,10 @@ pub enum Command {
         /// the first wrong character.
         #[arg(long, value_name = "FILE")]
         mistakes: Option<PathBuf>,
+        /// Score the learner's checkpoint at this step instead of the final model (the learner
+        /// writes one at every evaluation and keeps the last two; the run need not be finished).
+        #[arg(long)]
+        step: Option<usize>,
         #[command(flatten)]
         backend: BackendArg,
     },

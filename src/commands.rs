@@ -265,12 +265,19 @@ pub fn eval(
     run_dir: &Path,
     generate: bool,
     mistakes: Option<&Path>,
+    step: Option<usize>,
     backend: &BackendArg,
 ) -> Result<(), RunError> {
     if let Some(path) = mistakes {
         check_writable(path)?;
     }
-    let run = run::load_finished(run_dir, backend.resolve()?)?;
+    let run = match step {
+        None => run::load_finished(run_dir, backend.resolve()?)?,
+        Some(step) => run::load_checkpoint(run_dir, step, backend.resolve()?)?,
+    };
+    let which = step.map_or(String::new(), |step| {
+        format!(" (checkpoint at step {step})")
+    });
     let checking = if generate {
         Checking::Generation
     } else {
@@ -294,7 +301,7 @@ pub fn eval(
         }
     };
     println!(
-        "{}: exact match {:.2}% ({}/{})",
+        "{}{which}: exact match {:.2}% ({}/{})",
         run_dir.display(),
         score.percent(),
         score.correct,

@@ -69,8 +69,9 @@ fn execute(command: Command) -> Result<(), RunError> {
             run_dir,
             generate,
             mistakes,
+            step,
             backend,
-        } => commands::eval(&run_dir, generate, mistakes.as_deref(), &backend),
+        } => commands::eval(&run_dir, generate, mistakes.as_deref(), step, &backend),
         Command::Predict {
             run_dir,
             question,

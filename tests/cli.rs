@@ -157,6 +157,31 @@ fn the_smoke_preset_learns_addition_and_eval_reproduces_it() {
         text(&listed)
     );
 
+    // The learner's last checkpoint holds the final model; the one before it can be scored
+    // too, and a step it no longer keeps is a usage error that names the steps it does keep.
+    let last = run(&["eval", dir.to_str().unwrap(), "--step", "1000"]);
+    assert!(last.status.success(), "{}", text(&last));
+    assert!(
+        text(&last).contains(&format!("(checkpoint at step 1000): {expected}")),
+        "{}",
+        text(&last)
+    );
+    let before = run(&["eval", dir.to_str().unwrap(), "--step", "900"]);
+    assert!(before.status.success(), "{}", text(&before));
+    assert!(
+        text(&before).contains("(checkpoint at step 900): exact match"),
+        "{}",
+        text(&before)
+    );
+    let gone = run(&["eval", dir.to_str().unwrap(), "--step", "100"]);
+    assert_eq!(gone.status.code(), Some(2), "{}", text(&gone));
+    assert!(
+        text(&gone).contains("no checkpoint at step 100")
+            && text(&gone).contains("it keeps steps 900, 1000"),
+        "{}",
+        text(&gone)
+    );
+
     let predict = run(&["predict", dir.to_str().unwrap(), "12+34"]);
     assert!(predict.status.success(), "{}", text(&predict));
     assert!(text(&predict).starts_with("12+34 = "), "{}", text(&predict));

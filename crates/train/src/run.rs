@@ -411,23 +411,14 @@ pub struct FinishedRun {
 
 pub fn load_finished(dir: &Path, backend: Backend) -> Result<FinishedRun, RunError> {
     let paths = RunPaths::new(dir);
-    if !dir.is_dir() {
-        return usage(format!("no run folder at {}", dir.display()));
-    }
-    if !paths.config().exists() {
-        return usage(format!(
-            "{} is not a run folder (it has no config.toml)",
-            dir.display()
-        ));
-    }
+    let config = run_config(&paths)?;
     if !paths.model().exists() {
         return usage(format!(
-            "{} has no final model yet; finish the run with `symbreak train --resume --out {}`",
+            "{} has no final model yet; finish the run with `symbreak train --resume --out {}`, or score a checkpoint with --step",
             dir.display(),
             dir.display()
         ));
     }
-    let config = RunConfig::from_file(&paths.config(), &[]).map_err(|e| RunError::Usage(e.0))?;
     let device = backend.usable_device().map_err(RunError::Usage)?;
     let decoder = config
         .model
@@ -452,6 +443,89 @@ pub fn load_finished(dir: &Path, backend: Backend) -> Result<FinishedRun, RunErr
         device,
         result,
     })
+}
+
+/// The configuration of the run in `paths.dir`, or a usage error if it is not a run folder.
+fn run_config(paths: &RunPaths) -> Result<RunConfig, RunError> {
+    let dir = &paths.dir;
+    if !dir.is_dir() {
+        return usage(format!("no run folder at {}", dir.display()));
+    }
+    if !paths.config().exists() {
+        return usage(format!(
+            "{} is not a run folder (it has no config.toml)",
+            dir.display()
+        ));
+    }
+    RunConfig::from_file(&paths.config(), &[]).map_err(|e| RunError::Usage(e.0))
+}
+
+/// A run's model as the learner's checkpoint at `step` holds it, finished run or not. The
+/// learner checkpoints after every evaluation and keeps the last two. `result` is `None`: the
+/// recorded score is the final model's.
+pub fn load_checkpoint(dir: &Path, step: usize, backend: Backend) -> Result<FinishedRun, RunError> {
+    let paths = RunPaths::new(dir);
+    let config = run_config(&paths)?;
+    let every = config.train.eval_every;
+    let kept = checkpoint_steps(&paths, every);
+    let listed = match kept.as_slice() {
+        [] => "it has none".to_string(),
+        steps => format!(
+            "it keeps steps {}",
+            steps
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    if !kept.contains(&step) {
+        return usage(format!(
+            "{} has no checkpoint at step {step} (the learner writes one every {every} steps and keeps the last two; {listed})",
+            dir.display()
+        ));
+    }
+    let file = paths
+        .checkpoints()
+        .join(format!("model-{}.bpk", step / every));
+    let device = backend.usable_device().map_err(RunError::Usage)?;
+    let template = config
+        .model
+        .init(&device)
+        .map_err(|e| RunError::Usage(e.to_string()))?;
+    let trainee = Trainee::new(template, &config)
+        .try_load_file(&file)
+        .map_err(|e| {
+            RunError::Usage(format!(
+                "{} is corrupt or not this run's checkpoint: {e}",
+                file.display()
+            ))
+        })?;
+    Ok(FinishedRun {
+        config,
+        decoder: trainee.decoder,
+        device,
+        result: None,
+    })
+}
+
+/// The steps whose model checkpoint file is in the run's learner folder, in order.
+fn checkpoint_steps(paths: &RunPaths, eval_every: usize) -> Vec<usize> {
+    let mut steps: Vec<usize> = fs::read_dir(paths.checkpoints())
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            let pass: usize = name
+                .strip_prefix("model-")?
+                .strip_suffix(".bpk")?
+                .parse()
+                .ok()?;
+            Some(pass * eval_every)
+        })
+        .collect();
+    steps.sort_unstable();
+    steps
 }
 
 /// The exact-match score of a finished run on its whole test set.
