@@ -80,9 +80,9 @@ pub struct RunResult {
     /// it was recorded.
     #[serde(default)]
     pub symbreak_commit: Option<String>,
-    /// The CPU's widest vector instructions ([`crate::backend::cpu_vectors`]): a CPU run repeats
-    /// bit for bit only on a CPU of the same kind. Absent in results written before it was
-    /// recorded.
+    /// The CPU's widest vector instructions ([`crate::backend::cpu_vectors`]): a CPU run can be
+    /// expected to repeat bit for bit only on a CPU of the same kind. Absent in results written
+    /// before it was recorded.
     #[serde(default)]
     pub cpu_vectors: Option<String>,
 }
@@ -401,7 +401,8 @@ fn last_metrics_step(paths: &RunPaths) -> usize {
         .unwrap_or(0)
 }
 
-/// A finished run loaded back: its configuration and final decoder.
+/// A run loaded back: its configuration and its final decoder ([`load_finished`]) or a
+/// checkpoint's ([`load_checkpoint`]).
 pub struct FinishedRun {
     pub config: RunConfig,
     pub decoder: Decoder,
