@@ -271,9 +271,10 @@ pub fn eval(
     if let Some(path) = mistakes {
         check_writable(path)?;
     }
+    let backend = backend.resolve()?;
     let run = match step {
-        None => run::load_finished(run_dir, backend.resolve()?)?,
-        Some(step) => run::load_checkpoint(run_dir, step, backend.resolve()?)?,
+        None => run::load_finished(run_dir, backend)?,
+        Some(step) => run::load_checkpoint(run_dir, step, backend)?,
     };
     let which = step.map_or(String::new(), |step| {
         format!(" (checkpoint at step {step})")

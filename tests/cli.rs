@@ -442,6 +442,29 @@ fn bad_input_is_one_clear_error_and_writes_nothing() {
     );
 }
 
+/// With 50 steps and a checkpoint every 20, the last pass is 10 steps long and ends at step 50.
+#[test]
+fn eval_step_finds_a_short_last_pass_at_the_run_s_last_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("uneven");
+    let out = run(&train_args(&smoke("50"), &dir, &[]));
+    assert!(out.status.success(), "{}", text(&out));
+    for (step, kept) in [("50", true), ("40", true), ("60", false)] {
+        let eval = run(&["eval", dir.to_str().unwrap(), "--step", step]);
+        assert_eq!(eval.status.success(), kept, "step {step}: {}", text(&eval));
+        if kept {
+            let scored = format!("(checkpoint at step {step}): exact match");
+            assert!(text(&eval).contains(&scored), "{}", text(&eval));
+        } else {
+            assert!(
+                text(&eval).contains("it keeps steps 40, 50"),
+                "{}",
+                text(&eval)
+            );
+        }
+    }
+}
+
 #[test]
 fn help_and_model_describe_the_tool() {
     let help = run(&["--help"]);

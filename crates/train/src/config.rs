@@ -82,6 +82,19 @@ impl Default for TrainConfig {
     }
 }
 
+impl TrainConfig {
+    /// The learner's passes over the training loader: one per evaluation and checkpoint.
+    pub fn passes(&self) -> usize {
+        self.steps.div_ceil(self.eval_every)
+    }
+
+    /// The optimiser step at which pass `pass` (counted from 1) ends; the last pass is shorter
+    /// when `steps` is not a multiple of `eval_every`.
+    pub fn step_after_pass(&self, pass: usize) -> usize {
+        (pass * self.eval_every).min(self.steps)
+    }
+}
+
 /// A configuration that cannot be used, with the field that is wrong.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigError(pub String);

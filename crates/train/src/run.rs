@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use burn::lr_scheduler::LrSchedulerRecord;
 use burn::module::Module;
-use burn::store::{ModuleSnapshot, SafetensorsStore};
+use burn::store::{ModuleSnapshot, RecordError, SafetensorsStore};
 use burn::tensor::Device;
 use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
 use burn::train::{Interrupter, Learner, SupervisedTraining};
@@ -111,6 +111,11 @@ impl RunPaths {
     pub fn checkpoints(&self) -> PathBuf {
         self.learner().join("checkpoint")
     }
+    /// The learner's checkpoint file of `kind` (`model`, `optim` or `scheduler`) after pass
+    /// `pass` (counted from 1).
+    pub fn checkpoint(&self, kind: &str, pass: usize) -> PathBuf {
+        self.checkpoints().join(format!("{kind}-{pass}.bpk"))
+    }
     pub fn model(&self) -> PathBuf {
         self.dir.join("model.bpk")
     }
@@ -195,13 +200,13 @@ pub fn train(
     write_atomic(&paths.config(), config.to_toml().as_bytes())
         .map_err(failed("cannot write config.toml"))?;
 
-    let passes = train.steps.div_ceil(train.eval_every);
+    let passes = train.passes();
     let first_pass = if has_run {
         latest_checkpoint(&paths, config, passes, &device)
     } else {
         0
     };
-    let resumed = prepare_metrics(&paths, first_pass * train.eval_every)?;
+    let resumed = prepare_metrics(&paths, train.step_after_pass(first_pass))?;
     if first_pass == 0 && paths.learner().exists() {
         fs::remove_dir_all(paths.learner()).map_err(failed("cannot clear the learner folder"))?;
     }
@@ -344,15 +349,12 @@ fn latest_checkpoint(
     passes: usize,
     device: &Device,
 ) -> usize {
-    let dir = paths.checkpoints();
-    let template = || Trainee::new(config.model.init(device).expect("validated"), config);
     for pass in (1..=passes).rev() {
-        let files =
-            ["model", "optim", "scheduler"].map(|kind| dir.join(format!("{kind}-{pass}.bpk")));
+        let files = ["model", "optim", "scheduler"].map(|kind| paths.checkpoint(kind, pass));
         if !files.iter().all(|f| f.exists()) {
             continue;
         }
-        let readable = template().try_load_file(&files[0]).is_ok()
+        let readable = load_trainee(&files[0], config, device).is_ok()
             && optimizer(&config.train).load(&files[1]).is_ok()
             && LrSchedulerRecord::load(&files[2]).is_ok();
         if readable {
@@ -467,41 +469,37 @@ fn run_config(paths: &RunPaths) -> Result<RunConfig, RunError> {
 pub fn load_checkpoint(dir: &Path, step: usize, backend: Backend) -> Result<FinishedRun, RunError> {
     let paths = RunPaths::new(dir);
     let config = run_config(&paths)?;
-    let every = config.train.eval_every;
-    let kept = checkpoint_steps(&paths, every);
-    let listed = match kept.as_slice() {
-        [] => "it has none".to_string(),
-        steps => format!(
-            "it keeps steps {}",
-            steps
+    let train = &config.train;
+    let kept: Vec<usize> = (1..=train.passes())
+        .filter(|&pass| paths.checkpoint("model", pass).exists())
+        .collect();
+    let Some(&pass) = kept
+        .iter()
+        .find(|&&pass| train.step_after_pass(pass) == step)
+    else {
+        let listed = if kept.is_empty() {
+            "it has none".to_string()
+        } else {
+            let steps: Vec<String> = kept
                 .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    if !kept.contains(&step) {
+                .map(|&pass| train.step_after_pass(pass).to_string())
+                .collect();
+            format!("it keeps steps {}", steps.join(", "))
+        };
         return usage(format!(
-            "{} has no checkpoint at step {step} (the learner writes one every {every} steps and keeps the last two; {listed})",
-            dir.display()
+            "{} has no checkpoint at step {step} (the learner writes one every {} steps and keeps the last two; {listed})",
+            dir.display(),
+            train.eval_every
         ));
-    }
-    let file = paths
-        .checkpoints()
-        .join(format!("model-{}.bpk", step / every));
+    };
+    let file = paths.checkpoint("model", pass);
     let device = backend.usable_device().map_err(RunError::Usage)?;
-    let template = config
-        .model
-        .init(&device)
-        .map_err(|e| RunError::Usage(e.to_string()))?;
-    let trainee = Trainee::new(template, &config)
-        .try_load_file(&file)
-        .map_err(|e| {
-            RunError::Usage(format!(
-                "{} is corrupt or not this run's checkpoint: {e}",
-                file.display()
-            ))
-        })?;
+    let trainee = load_trainee(&file, &config, &device).map_err(|e| {
+        RunError::Usage(format!(
+            "{} is corrupt or not this run's checkpoint: {e}",
+            file.display()
+        ))
+    })?;
     Ok(FinishedRun {
         config,
         decoder: trainee.decoder,
@@ -510,23 +508,13 @@ pub fn load_checkpoint(dir: &Path, step: usize, backend: Backend) -> Result<Fini
     })
 }
 
-/// The steps whose model checkpoint file is in the run's learner folder, in order.
-fn checkpoint_steps(paths: &RunPaths, eval_every: usize) -> Vec<usize> {
-    let mut steps: Vec<usize> = fs::read_dir(paths.checkpoints())
-        .into_iter()
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.ok()?.file_name().into_string().ok()?;
-            let pass: usize = name
-                .strip_prefix("model-")?
-                .strip_suffix(".bpk")?
-                .parse()
-                .ok()?;
-            Some(pass * eval_every)
-        })
-        .collect();
-    steps.sort_unstable();
-    steps
+/// The learner's model checkpoint in `file`, loaded into a fresh trainee of `config`.
+fn load_trainee(file: &Path, config: &RunConfig, device: &Device) -> Result<Trainee, RecordError> {
+    let decoder = config
+        .model
+        .init(device)
+        .expect("a loaded configuration is validated");
+    Trainee::new(decoder, config).try_load_file(file)
 }
 
 /// The exact-match score of a finished run on its whole test set.
